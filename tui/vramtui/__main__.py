@@ -1,0 +1,3 @@
+from vramtui.cli import main
+
+raise SystemExit(main())

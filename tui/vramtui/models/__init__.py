@@ -1,0 +1,1 @@
+"""Model architecture facts: the catalogue, Hugging Face configs and safetensors headers."""
