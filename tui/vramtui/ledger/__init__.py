@@ -1,0 +1,75 @@
+"""The memory ledger: one pure function from a spec (+ architecture) to itemised estimates."""
+
+from __future__ import annotations
+
+from vramtui.ledger.activations import inference_items, training_items
+from vramtui.ledger.context import LedgerContext
+from vramtui.ledger.items import (
+    ESTIMATED,
+    MEASURED,
+    UNKNOWN,
+    Estimate,
+    GpuLayout,
+    LedgerItem,
+)
+from vramtui.ledger.kv import kv_items
+from vramtui.ledger.overheads import overhead_items, reserve_item
+from vramtui.ledger.training import training_state_items
+from vramtui.ledger.weights import weight_items
+
+__all__ = [
+    "ESTIMATED",
+    "MEASURED",
+    "UNKNOWN",
+    "Estimate",
+    "GpuLayout",
+    "LedgerItem",
+    "estimate",
+]
+
+
+def estimate(spec, arch=None, checkpoint=None) -> Estimate:
+    """Itemise the memory `spec` needs.
+
+    `arch` is the model's Architecture (None for a bare parameter count: then only what a
+    parameter count determines is estimated and the rest is listed as unknown); `checkpoint`
+    is the CheckpointInfo of a local model directory, whose safetensors headers give exact
+    weight bytes when the spec loads the checkpoint as stored.
+    """
+    p = spec.placement
+    layout = GpuLayout(p.gpus, p.tensor_parallel, p.pipeline_parallel)
+    ctx = LedgerContext(spec=spec, arch=arch, checkpoint=checkpoint, layout=layout)
+    items: list[LedgerItem] = list(weight_items(ctx))
+    notes: list[str] = []
+    if spec.headroom.mode == "manual":
+        items.append(reserve_item(ctx))
+        notes.append(
+            "manual reserve: the KV cache, activations, gradients, optimiser states and "
+            "overheads are assumed to fit inside it; switch headroom.mode to 'itemised' to "
+            "check that assumption"
+        )
+    else:
+        if ctx.is_training:
+            items += training_state_items(ctx)
+            items += training_items(ctx)
+        else:
+            items += kv_items(ctx)
+            items += inference_items(ctx)
+        items += overhead_items(ctx)
+    if p.gpus > 1 and p.tensor_parallel == 1 and p.pipeline_parallel == 1 and (
+        p.data_parallel_sharding == "none"
+    ):
+        notes.append(
+            f"{p.gpus} GPUs without tensor/pipeline parallelism or ZeRO/FSDP are {p.gpus} "
+            "separate memories: each holds a full replica with the spec's batch"
+        )
+    label = arch.model_id if arch is not None else "bare parameter count"
+    params = arch.param_count if arch is not None else spec.model.params
+    return Estimate(
+        items=tuple(items),
+        stages=ctx.stages,
+        layout=layout,
+        model_label=label,
+        param_count=params,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,201 @@
+"""Memory outside the model's tensors: CUDA context, library workspaces, NCCL, allocator
+fragmentation, load-time transients, ZeRO-3 gathers, export, and a manual reserve."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from vramtui.ledger.activations import prefill_step_tokens
+from vramtui.ledger.context import LedgerContext
+from vramtui.ledger.formats import FLOAT_BYTES
+from vramtui.ledger.items import ESTIMATED, UNKNOWN, LedgerItem
+from vramtui.ledger.placement import distribution
+from vramtui.units import MIB_BYTES, format_bytes, gib_to_bytes
+
+# An assumption, labelled as one: a CUDA 12 context with lazy module loading plus cuBLAS and
+# cuDNN workspaces on a current data-centre GPU is typically 0.4-1 GiB per process per GPU.
+# The live feed or a probe replaces it with a measurement (spec: headroom.cuda_context_bytes).
+ASSUMED_CUDA_CONTEXT_BYTES = 512 * MIB_BYTES
+
+
+def _largest_module_bytes(ctx: LedgerContext) -> tuple[int, str]:
+    """The largest single module in its checkpoint dtype: a load conversion holds one copy."""
+    arch = ctx.arch
+    b = FLOAT_BYTES.get(arch.default_dtype, 2)
+    big = max(arch.modules(), key=lambda m: m.params)
+    return big.params * b, f"{big.name} ({big.params:,} values x {b} B)"
+
+
+def overhead_items(ctx: LedgerContext) -> list[LedgerItem]:
+    spec = ctx.spec
+    stages = ctx.stages
+    items: list[LedgerItem] = []
+    given = spec.headroom.cuda_context_bytes
+    if given is not None:
+        ctx_bytes, ctx_why = given, f"{given:,} B as given in the spec (headroom.cuda_context_bytes)"
+    else:
+        ctx_bytes = ASSUMED_CUDA_CONTEXT_BYTES
+        ctx_why = (
+            f"assumption: {format_bytes(ctx_bytes, 'mib', 0)} per process per GPU for the CUDA "
+            "context and cuBLAS/cuDNN workspaces (typically 0.4-1 GiB); measure it with the "
+            "live feed and set headroom.cuda_context_bytes"
+        )
+    items.append(
+        LedgerItem(
+            key="overhead.cuda_context",
+            name="CUDA context and library workspaces",
+            category="overhead",
+            status=ESTIMATED,
+            basis=ctx_why,
+            stages=stages,
+            stage_bytes={s: ctx_bytes for s in stages},
+            distribution=distribution(ctx.layout),  # one per process per GPU
+        )
+    )
+    communicates = ctx.layout.gpus > 1 and (
+        ctx.tp > 1 or ctx.pp > 1 or ctx.is_training or ctx.sharding != "none"
+    )
+    if communicates:
+        items.append(
+            LedgerItem(
+                key="overhead.nccl",
+                name="NCCL communication buffers",
+                category="overhead",
+                status=UNKNOWN,
+                basis="depends on NCCL_BUFFSIZE, channels and peers (commonly 100s of MiB per "
+                "GPU); measure it on the node with the live feed",
+                stages=stages,
+            )
+        )
+    if ctx.arch is not None:
+        # Transients during loading: one module in the checkpoint dtype while it is copied
+        # or converted.
+        load_bytes, load_what = _largest_module_bytes(ctx)
+        converting = spec.weights.format not in ("bf16", "fp16", "fp32") or (
+            spec.weights.format != ctx.arch.default_dtype
+        )
+        items.append(
+            LedgerItem(
+                key="transient.load",
+                name="Load-time transient (one module being copied/converted)",
+                category="transient",
+                status=ESTIMATED,
+                basis=(
+                    f"the largest module, {load_what} = {load_bytes:,} B, held once more while "
+                    + ("it is converted to the spec's format" if converting else "it is copied in")
+                ),
+                stages=("load",),
+                stage_bytes={"load": load_bytes},
+                distribution=distribution(ctx.layout, tp_share=Fraction(1, ctx.tp)),
+            )
+        )
+        frag = _fragmentation(ctx, items)
+        if frag is not None:
+            items.append(frag)
+    else:
+        items.append(
+            LedgerItem(
+                key="transient.load",
+                name="Load-time transient",
+                category="transient",
+                status=UNKNOWN,
+                basis="the largest module is unknown for a bare parameter count",
+                stages=("load",),
+            )
+        )
+    if ctx.is_training and ctx.arch is not None:
+        items += _training_overheads(ctx)
+    return items
+
+
+def _fragmentation(ctx: LedgerContext, items) -> LedgerItem | None:
+    """Heuristic: the caching allocator can hold one freed block of the largest transient."""
+    if ctx.is_training:
+        mb, s = ctx.spec.batch.micro_batch, ctx.spec.lengths.seq_len
+        biggest = mb * s * ctx.arch.vocab_size * 4
+        what = f"one fp32 logits-sized block ({mb} x {s:,} x {ctx.arch.vocab_size:,} x 4 B)"
+        stages = ("forward", "backward", "optimizer_step", "validation")
+    else:
+        tokens, _, _ = prefill_step_tokens(ctx)
+        width = ctx.arch.intermediate_size or ctx.arch.moe_intermediate_size
+        biggest = tokens * width * ctx.act_bytes
+        what = f"one MLP-intermediate block ({tokens:,} tokens x {width} x {ctx.act_bytes} B)"
+        stages = ("prefill", "decode")
+    return LedgerItem(
+        key="overhead.fragmentation",
+        name="Allocator fragmentation (reserved, unallocated)",
+        category="overhead",
+        status=ESTIMATED,
+        basis=f"heuristic: the PyTorch caching allocator may keep {what} = {biggest:,} B cached "
+        "but unusable; measure memory_reserved() - memory_allocated(); "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces it",
+        stages=stages,
+        stage_bytes={s: biggest for s in stages},
+        distribution=distribution(ctx.layout, where="last", tp_share=Fraction(1, ctx.tp)),
+    )
+
+
+def _training_overheads(ctx: LedgerContext) -> list[LedgerItem]:
+    spec = ctx.spec
+    arch = ctx.arch
+    out = []
+    b = FLOAT_BYTES.get(ctx.compute_dtype, 2)
+    if ctx.zero_shards("params"):
+        layer_params = (ctx.arch.param_count - _embed_and_head(arch)) // arch.num_layers
+        gather = 2 * layer_params * b * 2
+        out.append(
+            LedgerItem(
+                key="transient.zero3_gather",
+                name=f"{spec.placement.data_parallel_sharding.upper()} all-gathered layers",
+                category="transient",
+                status=ESTIMATED,
+                basis=(
+                    f"the current and the prefetched layer gathered in full: 2 x {layer_params:,} "
+                    f"params x {b} B, and their gradients before reduce-scatter (x 2) = {gather:,} B"
+                ),
+                stages=("forward", "backward", "validation", "export"),
+                stage_bytes={s: gather for s in ("forward", "backward", "validation", "export")},
+                distribution=distribution(ctx.layout),
+            )
+        )
+    if spec.task.kind == "qlora":
+        n_linear = sum(
+            m.total_params for m in arch.modules() if m.kind == "linear" and m.group != "lm_head"
+        )
+        merge = n_linear * b
+        out.append(
+            LedgerItem(
+                key="transient.export_merge",
+                name="Export: merging LoRA into a 16-bit base",
+                category="transient",
+                status=ESTIMATED,
+                basis=(
+                    f"merge_and_unload() on the GPU needs the quantised linears dequantised: "
+                    f"{n_linear:,} x {b} B = {merge:,} B (0 if you save only the adapter)"
+                ),
+                stages=("export",),
+                stage_bytes={"export": merge},
+                distribution=distribution(ctx.layout, tp_share=Fraction(1, ctx.tp)),
+            )
+        )
+    return out
+
+
+def _embed_and_head(arch) -> int:
+    groups = arch.params_by_group()
+    return groups["embedding"] + groups["lm_head"]
+
+
+def reserve_item(ctx: LedgerContext) -> LedgerItem:
+    h = ctx.spec.headroom
+    reserve = gib_to_bytes(h.reserve_gib)
+    return LedgerItem(
+        key="reserve.manual",
+        name=f"Manual reserve ({h.reserve_gib:g} GiB)",
+        category="reserve",
+        status=ESTIMATED,
+        basis=f"assumption stated in the spec, not derived: {h.reason}",
+        stages=ctx.stages,
+        stage_bytes={s: reserve for s in ctx.stages},
+        distribution=distribution(ctx.layout),
+    )

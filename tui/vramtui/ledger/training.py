@@ -1,0 +1,230 @@
+"""Training model states: trainable parameters, LoRA adapters, gradients, master weights,
+optimiser states and the first optimiser step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from vramtui.ledger.context import LedgerContext
+from vramtui.ledger.formats import FLOAT_BYTES
+from vramtui.ledger.items import ESTIMATED, UNKNOWN, LedgerItem
+from vramtui.ledger.placement import distribution
+
+# Stages at which model states exist once training runs (states appear at the first step and
+# stay; forward/backward stand for every later step).
+STEADY = ("forward", "backward", "optimizer_step", "validation", "export")
+
+# bitsandbytes 8-bit optimisers quantise states in blocks of 256 values with one fp32 absmax.
+BNB8_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class Trainable:
+    params: int
+    matrices: tuple[tuple[int, int, int], ...]  # (rows, cols, count) of each trainable matrix
+    vectors: int  # trainable 1-D params (norms, biases)
+    description: str
+
+
+def lora_modules(ctx: LedgerContext):
+    """The nn.Linear modules a LoRA config adapts (PEFT's matching on leaf names)."""
+    lora = ctx.spec.task.lora
+    targets = set(lora.targets)
+    out = []
+    for m in ctx.arch.modules():
+        if m.kind != "linear" or not m.is_nn_linear:
+            continue
+        if "all-linear" in targets:
+            if m.group != "lm_head":
+                out.append(m)
+        elif m.name in targets:
+            out.append(m)
+    return out
+
+
+def trainable(ctx: LedgerContext) -> Trainable | None:
+    spec = ctx.spec
+    if spec.task.kind == "full_finetune":
+        if ctx.arch is None:
+            n = int(spec.model.params)
+            return Trainable(n, (), n, f"all {n:,} parameters (bare count)")
+        mats = tuple(
+            (m.out_features, m.in_features, m.count)
+            for m in ctx.arch.modules()
+            if m.kind in ("linear", "embedding") and m.in_features and m.out_features
+        )
+        n = ctx.arch.param_count
+        in_mats = sum(r * c * k for r, c, k in mats)
+        return Trainable(n, mats, n - in_mats, f"all {n:,} parameters")
+    if ctx.arch is None:
+        return None
+    lora = spec.task.lora
+    mods = lora_modules(ctx)
+    mats = []
+    n = 0
+    for m in mods:
+        a = (lora.rank, m.in_features, m.count)
+        b = (m.out_features, lora.rank, m.count)
+        mats += [a, b]
+        n += lora.rank * (m.in_features + m.out_features) * m.count
+    names = sorted({m.name for m in mods})
+    desc = (
+        f"LoRA r={lora.rank} on {', '.join(names)}: sum of r x (d_in + d_out) over "
+        f"{sum(m.count for m in mods)} modules = {n:,} parameters"
+    )
+    return Trainable(n, tuple(mats), 0, desc)
+
+
+def _unknown(key, name, category, stages, why):
+    return LedgerItem(key=key, name=name, category=category, status=UNKNOWN, basis=why, stages=stages)
+
+
+def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
+    spec = ctx.spec
+    tr = spec.training
+    t = trainable(ctx)
+    if t is None:
+        why = (
+            "a bare parameter count cannot say which modules LoRA adapts: give the model id or "
+            "path to count the adapter parameters"
+        )
+        return [
+            _unknown("adapter", "LoRA adapter weights", "adapter", STEADY, why),
+            _unknown("gradients", "Gradients", "gradients", ("backward", "optimizer_step"), why),
+            _unknown("optimizer", "Optimiser states", "optimizer", STEADY[2:] + STEADY[:2], why),
+        ]
+    is_lora = spec.task.kind in ("lora", "qlora")
+    n = t.params
+    tp_share = Fraction(1, ctx.tp)
+    items = []
+    if is_lora:
+        # PEFT keeps adapter weights in fp32 (autocast_adapter_dtype) even on a 16-bit base.
+        adapter = n * 4
+        items.append(
+            LedgerItem(
+                key="adapter",
+                name="LoRA adapter weights (fp32)",
+                category="adapter",
+                status=ESTIMATED,
+                basis=f"{t.description}; x 4 B (PEFT keeps adapters in fp32) = {adapter:,} B",
+                stages=("load",) + STEADY,
+                stage_bytes={s: adapter for s in ("load",) + STEADY},
+                distribution=distribution(ctx.layout, tp_share=tp_share),
+            )
+        )
+        grad_b, grad_why = 4, "fp32 like the adapters"
+    else:
+        grad_b = FLOAT_BYTES[tr.grad_dtype]
+        grad_why = tr.grad_dtype
+    grads = n * grad_b
+    grad_stages = ("backward", "optimizer_step")
+    if spec.batch.grad_accum > 1:
+        grad_stages = ("forward",) + grad_stages
+    items.append(
+        LedgerItem(
+            key="gradients",
+            name=f"Gradients of trainable parameters ({grad_why})",
+            category="gradients",
+            status=ESTIMATED,
+            basis=f"{n:,} trainable x {grad_b} B = {grads:,} B"
+            + ("; kept across micro-batches for gradient accumulation "
+               f"({spec.batch.grad_accum} steps)" if spec.batch.grad_accum > 1 else "")
+            + "; freed by zero_grad(set_to_none=True) after the step",
+            stages=grad_stages,
+            stage_bytes={s: grads for s in grad_stages},
+            distribution=distribution(ctx.layout, tp_share=tp_share,
+                                      dp_sharded=ctx.zero_shards("gradients")),
+        )
+    )
+    weight_fmt = spec.weights.format
+    if not is_lora and tr.master_weights_fp32 and weight_fmt in ("bf16", "fp16"):
+        master = n * 4
+        items.append(
+            LedgerItem(
+                key="master_weights",
+                name="fp32 master weights",
+                category="master_weights",
+                status=ESTIMATED,
+                basis=f"mixed precision keeps an fp32 copy of the {n:,} trainable parameters: "
+                f"x 4 B = {master:,} B",
+                stages=("load",) + STEADY,
+                stage_bytes={s: master for s in ("load",) + STEADY},
+                distribution=distribution(ctx.layout, tp_share=tp_share,
+                                          dp_sharded=ctx.zero_shards("optimizer")),
+            )
+        )
+    states, states_why = optimizer_state_bytes(ctx, t)
+    opt_stages = ("optimizer_step", "validation", "export", "forward", "backward")
+    items.append(
+        LedgerItem(
+            key="optimizer",
+            name=f"Optimiser states ({tr.optimizer})",
+            category="optimizer",
+            status=ESTIMATED,
+            basis=f"{states_why} = {states:,} B; allocated at the first optimizer.step() and "
+            "kept for every later step",
+            stages=opt_stages,
+            stage_bytes={s: states for s in opt_stages},
+            distribution=distribution(ctx.layout, tp_share=tp_share,
+                                      dp_sharded=ctx.zero_shards("optimizer")),
+        )
+    )
+    step_tmp, step_why = optimizer_step_transient(ctx, t)
+    if step_tmp:
+        items.append(
+            LedgerItem(
+                key="transient.optimizer_step",
+                name="Optimiser step temporaries",
+                category="transient",
+                status=ESTIMATED,
+                basis=step_why,
+                stages=("optimizer_step",),
+                stage_bytes={"optimizer_step": step_tmp},
+                distribution=distribution(ctx.layout, tp_share=tp_share,
+                                          dp_sharded=ctx.zero_shards("optimizer")),
+            )
+        )
+    return items
+
+
+def optimizer_state_bytes(ctx: LedgerContext, t: Trainable) -> tuple[int, str]:
+    tr = ctx.spec.training
+    n = t.params
+    sb = FLOAT_BYTES[tr.optimizer_state_dtype or "fp32"]
+    opt = tr.optimizer
+    if opt == "adamw":
+        return 2 * n * sb, f"AdamW: 2 states (m, v) x {n:,} x {sb} B"
+    if opt == "adamw_8bit":
+        blocks = -(-n // BNB8_BLOCK)
+        total = 2 * n + 2 * blocks * 4
+        return total, (
+            f"8-bit AdamW (bitsandbytes): 2 states x {n:,} x 1 B + one fp32 absmax per "
+            f"{BNB8_BLOCK} values per state"
+        )
+    if opt == "sgd":
+        return 0, "plain SGD keeps no state"
+    if opt == "sgd_momentum":
+        return n * sb, f"SGD with momentum: 1 buffer x {n:,} x {sb} B"
+    if opt == "adafactor":
+        factored = sum((r + c) * k for r, c, k in t.matrices)
+        full = t.vectors
+        total = (factored + full) * sb
+        return total, (
+            f"Adafactor: row + column statistics per matrix ({factored:,} values) + full "
+            f"second moment for 1-D parameters ({full:,}) x {sb} B, no first moment"
+        )
+    raise ValueError(f"unknown optimizer {opt!r}")
+
+
+def optimizer_step_transient(ctx: LedgerContext, t: Trainable) -> tuple[int, str]:
+    """PyTorch's foreach AdamW materialises sqrt(v) (and a scaled copy) for a whole group."""
+    opt = ctx.spec.training.optimizer
+    if opt != "adamw":
+        return 0, ""
+    sb = FLOAT_BYTES[ctx.spec.training.optimizer_state_dtype or "fp32"]
+    tmp = t.params * sb
+    return tmp, (
+        f"torch.optim.AdamW(foreach=True) computes sqrt(v) for every parameter of a group at "
+        f"once: {t.params:,} x {sb} B = {tmp:,} B (fused=True avoids most of it)"
+    )

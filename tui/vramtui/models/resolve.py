@@ -1,0 +1,43 @@
+"""From a spec's model reference to the architecture (and checkpoint headers) it names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vramtui.errors import ModelError
+
+
+def resolve_model(ref, base_dir: Path | None = None, catalog_dir: Path | None = None):
+    """Return (Architecture | None, CheckpointInfo | None) for a spec's `model` table.
+
+    A bare parameter count gives (None, None). A relative `path` is read relative to
+    `base_dir` (the spec file's directory) when it exists there, else to the working directory.
+    """
+    if ref.params is not None and ref.id is None and ref.path is None:
+        return None, None
+    if ref.path is not None:
+        return _local(Path(ref.path), base_dir)
+    from vramtui.models.registry import find_model
+
+    return find_model(ref.id, catalog_dir), None
+
+
+def _local(path: Path, base_dir: Path | None):
+    from vramtui.models.checkpoint import load_local_model
+
+    candidates = [path]
+    if not path.is_absolute() and base_dir is not None:
+        candidates.insert(0, base_dir / path)
+    for p in candidates:
+        if p.is_dir():
+            return load_local_model(p)
+    raise ModelError(
+        f"model path '{path}' is not a directory; point model.path (or --model) at a local "
+        "Hugging Face model directory holding config.json"
+    )
+
+
+def looks_like_path(text: str) -> bool:
+    return text.startswith((".", "/", "~")) or Path(text).expanduser().is_dir()
+
+

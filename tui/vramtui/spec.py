@@ -1,0 +1,1340 @@
+"""The workload spec: what is being sized, as a frozen, validated, TOML-backed record.
+
+A spec states the seed's "starting specification" - model and revision, task, weight format,
+lengths, concurrency or micro-batch, placement, quality criteria and headroom - so the ledger can
+itemise memory and the app can compare plans under the same requirements.
+
+Rules this module enforces:
+
+* Nothing is silently defaulted. A required key that is missing is an error naming its key path;
+  every optional key has one documented default (see docs/spec-format.md), and `save_spec`
+  writes the defaulted values out so the saved file states the whole workload.
+* Every error is a `SpecError` whose text is ONE line: the key path, the file, the problem and
+  the fix. Only the first problem is reported.
+* `spec_from_dict` holds all the checks. `validate_spec` re-runs them on a `Spec` built or edited
+  in code (`dataclasses.replace`), and `dumps_spec`/`save_spec` refuse a spec that would not
+  load back.
+* load -> save -> load gives an equal `Spec`, and a second save gives identical text.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import secrets
+import stat
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from vramtui.errors import SpecError
+from vramtui.models.architecture import GROUPS, Architecture
+
+__all__ = [
+    "Batch",
+    "Headroom",
+    "Lengths",
+    "LoraConfig",
+    "ModelRef",
+    "Placement",
+    "QualityCriterion",
+    "Runtime",
+    "Spec",
+    "Task",
+    "Training",
+    "Weights",
+    "dumps_spec",
+    "load_spec",
+    "loads_spec",
+    "save_spec",
+    "spec_from_dict",
+    "spec_to_dict",
+    "validate_against_architecture",
+    "validate_spec",
+]
+
+SCHEMA_VERSION = 1
+
+TASK_KINDS = ("inference", "full_finetune", "lora", "qlora")
+TRAINING_KINDS = ("full_finetune", "lora", "qlora")
+WEIGHT_FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "nf4", "fp4", "gptq", "awq", "gguf")
+BNB_4BIT_FORMATS = ("nf4", "fp4")  # bitsandbytes 4-bit: double_quant applies
+PACKED_FORMATS = ("gptq", "awq")  # bits and group_size apply
+# Formats whose weights an optimiser cannot update in place (full fine-tuning refuses them).
+FROZEN_ONLY_FORMATS = ("int8", "nf4", "fp4", "gptq", "awq", "gguf")
+GPTQ_BITS = (2, 3, 4, 8)
+GGUF_TYPES = ("Q8_0", "Q6_K", "Q5_K", "Q4_K", "Q4_0", "Q3_K", "Q2_K")
+OPTIMIZERS = ("adamw", "adamw_8bit", "sgd", "sgd_momentum", "adafactor")
+# Optimisers whose state dtype is a choice; sgd has no state, adamw_8bit's state is 8-bit by design.
+OPTIMIZERS_WITH_STATE_DTYPE = ("adamw", "sgd_momentum", "adafactor")
+GRAD_DTYPES = ("fp32", "bf16", "fp16")
+OPTIMIZER_STATE_DTYPES = ("fp32", "bf16")
+GRAD_CHECKPOINTING = ("none", "full", "selective")
+ATTENTION_IMPLS = ("flash", "sdpa", "eager")
+KV_CACHE_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+ENGINES = ("transformers", "vllm", "tgi", "llama.cpp", "other")
+SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp")
+HEADROOM_MODES = ("itemised", "manual")
+ALL_LINEAR = "all-linear"
+
+# Every key the schema knows, per table ("" is the top level; "quality" is each [[quality]] entry).
+SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
+    "": (
+        "schema_version",
+        "name",
+        "description",
+        "model",
+        "task",
+        "weights",
+        "lengths",
+        "batch",
+        "training",
+        "runtime",
+        "placement",
+        "quality",
+        "headroom",
+    ),
+    "model": ("id", "path", "params", "revision"),
+    "task": ("kind", "lora"),
+    "task.lora": ("rank", "alpha", "targets", "dropout"),
+    "weights": ("format", "double_quant", "bits", "group_size", "gguf_type", "groups"),
+    "weights.groups": GROUPS,
+    "lengths": ("prompt_tokens", "generated_tokens", "seq_len"),
+    "batch": ("concurrency", "micro_batch", "grad_accum"),
+    "training": (
+        "optimizer",
+        "master_weights_fp32",
+        "grad_dtype",
+        "optimizer_state_dtype",
+        "grad_checkpointing",
+    ),
+    "runtime": ("attention", "kv_cache_dtype", "kv_block_tokens", "engine"),
+    "placement": ("gpus", "tensor_parallel", "pipeline_parallel", "data_parallel_sharding"),
+    "quality": ("metric", "threshold", "note"),
+    "headroom": ("mode", "reserve_gib", "reason", "cuda_context_bytes", "margin_fraction"),
+}
+
+# A TOML value to show in "add ... = VALUE" hints for required keys.
+_EXAMPLES = {
+    "schema_version": "1",
+    "task.kind": '"inference"',
+    "task.lora.rank": "16",
+    "task.lora.targets": '["q_proj", "v_proj"]',
+    "weights.format": '"bf16"',
+    "weights.double_quant": "true",
+    "weights.bits": "4",
+    "weights.group_size": "128",
+    "weights.gguf_type": '"Q4_K"',
+    "lengths.prompt_tokens": "2048",
+    "lengths.generated_tokens": "256",
+    "lengths.seq_len": "4096",
+    "batch.concurrency": "1",
+    "batch.micro_batch": "1",
+    "training.optimizer": '"adamw"',
+    "training.master_weights_fp32": "true",
+    "training.grad_dtype": '"bf16"',
+    "training.grad_checkpointing": '"none"',
+    "runtime.attention": '"sdpa"',
+    "runtime.kv_cache_dtype": '"bf16"',
+    "placement.gpus": "1",
+    "quality.metric": '"MMLU 5-shot"',
+    "quality.threshold": '">= 0.66"',
+    "headroom.mode": '"itemised"',
+    "headroom.reserve_gib": "6.0",
+    "headroom.reason": '"why this reserve"',
+}
+
+_HEADER = (
+    "# vramtui workload spec (schema_version 1); every key is described in docs/spec-format.md\n"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Dataclasses
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRef:
+    """Which model: exactly one of a catalogue/Hub `id`, a local HF directory `path`, or a bare
+    parameter count `params` (then only the weights can be itemised)."""
+
+    id: str | None = None
+    path: str | None = None  # as written in the spec; relative paths are left to the loader
+    params: int | None = None
+    revision: str | None = None
+
+    @property
+    def source_kind(self) -> str:
+        """ "id", "path" or "params": which of the three the spec uses."""
+        if self.id is not None:
+            return "id"
+        if self.path is not None:
+            return "path"
+        return "params"
+
+    @property
+    def label(self) -> str:
+        """A short human name: the id, the path, or "7e+09 parameters"."""
+        if self.id is not None:
+            return self.id + (f"@{self.revision}" if self.revision else "")
+        if self.path is not None:
+            return self.path
+        return f"{self.params:.4g} parameters"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoraConfig:
+    rank: int
+    alpha: int | float | None = None  # recorded only; it does not change memory
+    targets: tuple[str, ...]  # module leaf names, or ("all-linear",)
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.targets, (list, set, frozenset)):
+            object.__setattr__(self, "targets", tuple(self.targets))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    kind: str  # one of TASK_KINDS
+    lora: LoraConfig | None = None  # required for lora/qlora, None otherwise
+
+
+@dataclass(frozen=True, kw_only=True)
+class Weights:
+    """Weight storage format: `format` for every module group unless `groups` overrides it.
+
+    `groups` is a tuple of (group, format) pairs in GROUPS order (hashable and round-trippable);
+    a dict is accepted on construction and normalised.
+    """
+
+    format: str  # one of WEIGHT_FORMATS
+    double_quant: bool | None = None  # nf4/fp4 only (bnb_4bit_use_double_quant)
+    bits: int | None = None  # gptq/awq only
+    group_size: int | None = None  # gptq/awq only: -1 or > 0
+    gguf_type: str | None = None  # gguf only
+    groups: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        pairs = self.groups.items() if isinstance(self.groups, Mapping) else self.groups
+        order = {g: i for i, g in enumerate(GROUPS)}
+        normalised = tuple(
+            sorted((tuple(p) for p in pairs), key=lambda p: (order.get(p[0], len(order)), p[0]))
+        )
+        object.__setattr__(self, "groups", normalised)
+
+    @property
+    def group_overrides(self) -> dict[str, str]:
+        return dict(self.groups)
+
+    def format_for(self, group: str) -> str:
+        """The storage format of one module group (one of GROUPS)."""
+        if group not in GROUPS:
+            raise ValueError(f"unknown module group {group!r}; expected one of {', '.join(GROUPS)}")
+        return self.group_overrides.get(group, self.format)
+
+    @property
+    def formats_used(self) -> frozenset[str]:
+        """The default format plus every override."""
+        return frozenset([self.format, *self.group_overrides.values()])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lengths:
+    """Inference sets prompt_tokens and generated_tokens; training sets seq_len."""
+
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+    seq_len: int | None = None
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens a sequence holds at its longest: prompt + generated (inference) or seq_len."""
+        if self.prompt_tokens is not None:
+            return self.prompt_tokens + (self.generated_tokens or 0)
+        return self.seq_len or 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    """Inference sets concurrency; training sets micro_batch and grad_accum."""
+
+    concurrency: int | None = None
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Training:
+    optimizer: str  # one of OPTIMIZERS
+    master_weights_fp32: bool
+    grad_dtype: str  # one of GRAD_DTYPES
+    # fp32 or bf16 for adamw/sgd_momentum/adafactor; None for sgd (no state) and adamw_8bit.
+    optimizer_state_dtype: str | None = None
+    grad_checkpointing: str  # one of GRAD_CHECKPOINTING
+
+
+@dataclass(frozen=True, kw_only=True)
+class Runtime:
+    attention: str  # one of ATTENTION_IMPLS
+    kv_cache_dtype: str | None = None  # inference only (required there)
+    kv_block_tokens: int | None = None  # inference only: paged KV block size, 0 = contiguous
+    engine: str | None = None  # one of ENGINES, recorded for the sheet
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    gpus: int
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    data_parallel_sharding: str = "none"  # one of SHARDING; not "none" only for training
+
+    @property
+    def data_parallel(self) -> int:
+        """Replicas (or ZeRO/FSDP shards): gpus / (tensor_parallel * pipeline_parallel)."""
+        return self.gpus // (self.tensor_parallel * self.pipeline_parallel)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QualityCriterion:
+    metric: str
+    threshold: str
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Headroom:
+    """ "itemised": the ledger lists every overhead; "manual": one reserve with its reason."""
+
+    mode: str  # one of HEADROOM_MODES
+    reserve_gib: float | None = None  # manual only (required there)
+    reason: str | None = None  # manual only (required there, non-empty)
+    cuda_context_bytes: int | None = None  # itemised only; None = the ledger's labelled assumption
+    margin_fraction: float = 0.0  # safety margin on a GPU's usable memory, 0 <= x < 0.5
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec:
+    schema_version: int = SCHEMA_VERSION
+    name: str = ""
+    description: str = ""
+    model: ModelRef
+    task: Task
+    weights: Weights
+    lengths: Lengths
+    batch: Batch
+    training: Training | None = None  # required for training tasks, None for inference
+    runtime: Runtime
+    placement: Placement
+    quality: tuple[QualityCriterion, ...] = ()
+    headroom: Headroom
+
+    def __post_init__(self) -> None:
+        if isinstance(self.quality, list):
+            object.__setattr__(self, "quality", tuple(self.quality))
+
+    @property
+    def is_training(self) -> bool:
+        return self.task.kind in TRAINING_KINDS
+
+
+# --------------------------------------------------------------------------------------------
+# Message helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _fail(message: str) -> SpecError:
+    return SpecError(_one_line(message))
+
+
+def _toml_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "table"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return type(value).__name__
+
+
+def _show(value: Any) -> str:
+    """'string '4k'', 'integer 0', 'table' ... for messages (short, single line)."""
+    kind = _toml_type(value)
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, bool):
+        return f"boolean {'true' if value else 'false'}"
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{kind} {text}"
+
+
+def _suggest(word: str, choices: Iterable[str]) -> str | None:
+    choices = list(choices)
+    lowered = {c.lower(): c for c in choices}
+    if word.lower() in lowered:
+        return lowered[word.lower()]
+    match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[match[0]] if match else None
+
+
+def _table_header(path: str) -> str:
+    if path == "":
+        return "at the top of the file"
+    if path == "quality":
+        return "in the [[quality]] entry"
+    return f"under [{path}]"
+
+
+# --------------------------------------------------------------------------------------------
+# Reading one table of the raw TOML dict
+# --------------------------------------------------------------------------------------------
+
+
+class _Table:
+    """One table of the raw dict, with its key path prefix and the source file for messages."""
+
+    def __init__(self, data: Mapping[str, Any], path: str, source: str, schema: str | None = None):
+        self.data = data
+        self.path = path  # "lengths", "task.lora", "quality[0]", "" for the top level
+        self.schema = path if schema is None else schema  # key into SCHEMA_KEYS / _EXAMPLES
+        self.source = source
+
+    def key(self, name: str) -> str:
+        return f"{self.path}.{name}" if self.path else name
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def check_keys(self) -> None:
+        allowed = SCHEMA_KEYS[self.schema]
+        for name in self.data:
+            if name in allowed:
+                continue
+            full = self.key(name)
+            close = _suggest(name, allowed)
+            if close is not None:
+                hint = f"did you mean '{self.key(close)}'?"
+            else:
+                elsewhere = [
+                    f"{table}.{name}" if table else name
+                    for table, keys in SCHEMA_KEYS.items()
+                    if name in keys and table not in ("weights.groups",)
+                ]
+                if elsewhere:
+                    hint = f"did you mean '{elsewhere[0]}'? (it belongs in another table)"
+                else:
+                    known = ", ".join(allowed)
+                    hint = f"remove it; known keys {_table_header(self.path)}: {known}"
+            raise _fail(f"unknown key '{full}' in {self.source}; {hint}")
+
+    # -- presence ---------------------------------------------------------------------------
+
+    def missing(self, name: str, why: str = "") -> SpecError:
+        schema_key = f"{self.schema}.{name}" if self.schema else name
+        example = _EXAMPLES.get(schema_key, "...")
+        why = f" {why}" if why else ""
+        return _fail(
+            f"{self.key(name)} is required{why} but missing in {self.source}; "
+            f"add {name} = {example} {_table_header(self.path)}"
+        )
+
+    def forbid(self, name: str, why: str, fix: str = "remove it") -> None:
+        if name in self.data:
+            raise _fail(f"{self.key(name)} {why} ({self.source}); {fix}")
+
+    def _get(self, name: str, required: bool, why: str) -> Any:
+        if name in self.data:
+            return self.data[name]
+        if required:
+            raise self.missing(name, why)
+        return None
+
+    def wrong_type(self, name: str, expected: str, value: Any) -> SpecError:
+        schema_key = f"{self.schema}.{name}" if self.schema else name
+        example = _EXAMPLES.get(schema_key)
+        fix = f"; write e.g. {name} = {example}" if example else ""
+        return _fail(
+            f"{self.key(name)} must be {expected}, got {_show(value)} ({self.source}){fix}"
+        )
+
+    def out_of_range(self, name: str, condition: str, value: Any, fix: str) -> SpecError:
+        return _fail(f"{self.key(name)} must be {condition}, got {value!r} ({self.source}); {fix}")
+
+    # -- typed getters: None when absent and not required -------------------------------------
+
+    def integer(
+        self, name: str, *, required: bool = False, why: str = "", minimum: int | None = None
+    ) -> int | None:
+        value = self._get(name, required, why)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.wrong_type(name, "an integer", value)
+        if minimum is not None and value < minimum:
+            raise self.out_of_range(name, f">= {minimum}", value, f"set it to {minimum} or more")
+        return value
+
+    def number(self, name: str, *, required: bool = False, why: str = "") -> float | int | None:
+        value = self._get(name, required, why)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.wrong_type(name, "a number", value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.out_of_range(name, "a finite number", value, "write a plain number")
+        return value
+
+    def boolean(self, name: str, *, required: bool = False, why: str = "") -> bool | None:
+        value = self._get(name, required, why)
+        if value is None:
+            return None
+        if not isinstance(value, bool):
+            raise self.wrong_type(name, "true or false", value)
+        return value
+
+    def string(
+        self, name: str, *, required: bool = False, why: str = "", nonempty: bool = False
+    ) -> str | None:
+        value = self._get(name, required, why)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self.wrong_type(name, "a string", value)
+        if nonempty and not value.strip():
+            raise _fail(
+                f"{self.key(name)} is empty ({self.source}); write a non-empty string or remove "
+                "the key"
+            )
+        return value
+
+    def choice(
+        self, name: str, choices: Iterable[str], *, required: bool = False, why: str = ""
+    ) -> str | None:
+        choices = tuple(choices)
+        value = self._get(name, required, why)
+        if value is None:
+            return None
+        if not isinstance(value, str) or value not in choices:
+            shown = _show(value)
+            close = _suggest(value, choices) if isinstance(value, str) else None
+            hint = f"did you mean '{close}'?" if close else "use one of those"
+            raise _fail(
+                f"{self.key(name)} must be one of {', '.join(choices)}, got {shown} "
+                f"({self.source}); {hint}"
+            )
+        return value
+
+    def table(
+        self, name: str, *, required: bool = False, why: str = "", hint: str = ""
+    ) -> _Table | None:
+        value = self.data.get(name)
+        if value is None:
+            if required:
+                why = f" {why}" if why else ""
+                raise _fail(
+                    f"[{self.key(name)}] table is required{why} but missing in {self.source}; add "
+                    f"a [{self.key(name)}] table{hint}"
+                )
+            return None
+        if not isinstance(value, Mapping):
+            raise _fail(
+                f"{self.key(name)} must be a table, got {_show(value)} ({self.source}); write it "
+                f"as a [{self.key(name)}] table"
+            )
+        return _Table(
+            value,
+            self.key(name),
+            self.source,
+            schema=f"{self.schema}.{name}" if self.schema else name,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# dict -> Spec
+# --------------------------------------------------------------------------------------------
+
+
+def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
+    """Build and validate a Spec from a TOML-shaped dict; the first problem raises SpecError."""
+    if not isinstance(data, Mapping):
+        raise _fail(
+            f"a spec must be a TOML table, got {_show(data)} ({source}); start from sample_specs/"
+        )
+    root = _Table(data, "", source)
+    root.check_keys()
+
+    version = root.integer("schema_version", required=True)
+    if version != SCHEMA_VERSION:
+        raise _fail(
+            f"schema_version {version} is not supported ({source}); this vramtui reads "
+            f"schema_version = {SCHEMA_VERSION}: set it to {SCHEMA_VERSION} or upgrade vramtui"
+        )
+    name = root.string("name")
+    description = root.string("description")
+
+    model = _parse_model(root)
+    task = _parse_task(root)
+    kind = task.kind
+    spec = Spec(
+        schema_version=version,
+        name=_or_default(name, ""),
+        description=_or_default(description, ""),
+        model=model,
+        task=task,
+        weights=_parse_weights(root, kind),
+        lengths=_parse_lengths(root, kind),
+        batch=_parse_batch(root, kind),
+        training=_parse_training(root, kind),
+        runtime=_parse_runtime(root, kind),
+        placement=_parse_placement(root, kind),
+        quality=_parse_quality(root),
+        headroom=_parse_headroom(root),
+    )
+    return spec
+
+
+def _parse_model(root: _Table) -> ModelRef:
+    t = root.table("model", required=True, hint=" with one of id, path or params")
+    t.check_keys()
+    given = [k for k in ("id", "path", "params") if t.has(k)]
+    if not given:
+        raise _fail(
+            f"[model] needs one of model.id, model.path or model.params, none given in {t.source}; "
+            f'add e.g. id = "meta-llama/Llama-3.1-8B-Instruct" under [model]'
+        )
+    if len(given) > 1:
+        both = " and ".join(f"model.{k}" for k in given)
+        raise _fail(
+            f"{both} are set together in {t.source}; a spec names its model one way only: keep "
+            "exactly one"
+        )
+    model_id = t.string("id", nonempty=True)
+    path = t.string("path", nonempty=True)
+    params = _parse_params(t)
+    revision = t.string("revision", nonempty=True)
+    if revision is not None and params is not None:
+        raise _fail(
+            f"model.revision has no meaning with model.params ({t.source}); remove it, or name "
+            "the model with model.id"
+        )
+    return ModelRef(id=model_id, path=path, params=params, revision=revision)
+
+
+def _parse_params(t: _Table) -> int | None:
+    value = t.number("params")
+    if value is None:
+        return None
+    if value <= 0:
+        raise t.out_of_range("params", "> 0", value, "give the parameter count, e.g. params = 7e9")
+    if isinstance(value, float):
+        if value != int(value):
+            raise t.out_of_range(
+                "params", "a whole number of parameters", value, "round it, e.g. params = 7e9"
+            )
+        value = int(value)
+    return value
+
+
+def _parse_task(root: _Table) -> Task:
+    t = root.table(
+        "task", required=True, hint=' with kind = "inference" (or full_finetune, lora, qlora)'
+    )
+    t.check_keys()
+    kind = t.choice("kind", TASK_KINDS, required=True)
+    if kind not in ("lora", "qlora"):
+        t.forbid(
+            "lora",
+            f"applies to task.kind 'lora' or 'qlora' only, but task.kind is '{kind}'",
+            "remove the [task.lora] table or set task.kind to lora/qlora",
+        )
+        return Task(kind=kind, lora=None)
+
+    lt = t.table(
+        "lora", required=True, why=f"for task.kind '{kind}'", hint=" with rank and targets"
+    )
+    lt.check_keys()
+    rank = lt.integer("rank", required=True, minimum=1)
+    alpha = lt.number("alpha")
+    if alpha is not None and alpha <= 0:
+        raise lt.out_of_range(
+            "alpha", "> 0", alpha, "set the LoRA scaling alpha, e.g. alpha = 32, or remove it"
+        )
+    targets = _parse_targets(lt)
+    dropout = lt.number("dropout")
+    if dropout is not None and not 0 <= dropout < 1:
+        raise lt.out_of_range(
+            "dropout", "0 <= dropout < 1", dropout, "e.g. dropout = 0.05, or 0 for none"
+        )
+    return Task(
+        kind=kind,
+        lora=LoraConfig(
+            rank=rank,
+            alpha=alpha,
+            targets=targets,
+            dropout=float(_or_default(dropout, 0.0)),
+        ),
+    )
+
+
+def _parse_targets(lt: _Table) -> tuple[str, ...]:
+    value = lt.data.get("targets")
+    if value is None:
+        raise lt.missing("targets")
+    if not isinstance(value, list):
+        raise lt.wrong_type("targets", "an array of module names", value)
+    if not value:
+        raise _fail(
+            f'task.lora.targets is empty ({lt.source}); list module names, e.g. ["q_proj", '
+            '"v_proj"], or ["all-linear"]'
+        )
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise _fail(
+                f"task.lora.targets[{i}] must be a non-empty string, got {_show(item)} "
+                f'({lt.source}); write module names such as "q_proj"'
+            )
+        if item in seen:
+            raise _fail(f"task.lora.targets lists '{item}' twice ({lt.source}); keep one")
+        seen.add(item)
+    if ALL_LINEAR in seen and len(value) > 1:
+        raise _fail(
+            f"task.lora.targets mixes 'all-linear' with module names ({lt.source}); use "
+            '["all-linear"] alone or list the modules'
+        )
+    return tuple(value)
+
+
+def _parse_weights(root: _Table, kind: str) -> Weights:
+    t = root.table("weights", required=True, hint=' with format = "bf16" (or another format)')
+    t.check_keys()
+    fmt = t.choice("format", WEIGHT_FORMATS, required=True)
+    groups: dict[str, str] = {}
+    gt = t.table("groups")
+    if gt is not None:
+        gt.check_keys()
+        for group in GROUPS:
+            value = gt.choice(group, WEIGHT_FORMATS)
+            if value is not None:
+                groups[group] = value
+    used = {fmt, *groups.values()}
+    src = t.source
+
+    def applies(name: str, formats: tuple[str, ...], label: str, required: bool) -> None:
+        if any(f in used for f in formats):
+            if required and not t.has(name):
+                raise t.missing(name, f"for {label} weights")
+        else:
+            t.forbid(
+                name, f"applies only to {label} weights, and no module group uses them", "remove it"
+            )
+
+    applies("double_quant", BNB_4BIT_FORMATS, "nf4/fp4", required=True)
+    applies("bits", PACKED_FORMATS, "gptq/awq", required=True)
+    applies("group_size", PACKED_FORMATS, "gptq/awq", required=True)
+    applies("gguf_type", ("gguf",), "gguf", required=True)
+
+    double_quant = t.boolean("double_quant")
+    bits = t.integer("bits")
+    if bits is not None and bits not in GPTQ_BITS:
+        raise t.out_of_range(
+            "bits",
+            f"one of {', '.join(map(str, GPTQ_BITS))}",
+            bits,
+            "use 4 for the usual gptq/awq checkpoints",
+        )
+    group_size = t.integer("group_size")
+    if group_size is not None and group_size != -1 and group_size < 1:
+        raise t.out_of_range(
+            "group_size", "-1 (per channel) or a positive size", group_size, "e.g. group_size = 128"
+        )
+    gguf_type = t.choice("gguf_type", GGUF_TYPES)
+
+    if kind == "qlora":
+        for group in ("attention", "mlp"):
+            g_fmt = groups.get(group, fmt)
+            if g_fmt not in BNB_4BIT_FORMATS:
+                key = f"weights.groups.{group}" if group in groups else "weights.format"
+                raise _fail(
+                    "task.kind 'qlora' needs nf4 or fp4 weights on the linear layers, but the "
+                    f"{group} group is "
+                    f"'{g_fmt}' (from {key}) in {src}; set {key} = \"nf4\" or use task.kind = "
+                    '"lora"'
+                )
+    if kind in TRAINING_KINDS:
+        for group in GROUPS:
+            g_fmt = groups.get(group, fmt)
+            if g_fmt == "gguf":
+                raise _fail(
+                    f"gguf weights cannot be trained ({src}: {group} group); gguf is a llama.cpp "
+                    "inference format: "
+                    f"size training with the format the weights are loaded in (e.g. bf16 or nf4)"
+                )
+    if kind == "full_finetune":
+        frozen = [g for g in GROUPS if groups.get(g, fmt) in FROZEN_ONLY_FORMATS]
+        if frozen:
+            g_fmt = groups.get(frozen[0], fmt)
+            raise _fail(
+                f"task.kind 'full_finetune' cannot update {g_fmt} weights (the {frozen[0]} group) "
+                f"in {src}; "
+                'use fp32/bf16/fp16/fp8 weights, or task.kind = "lora" / "qlora" for a quantised '
+                "base"
+            )
+    return Weights(
+        format=fmt,
+        double_quant=double_quant,
+        bits=bits,
+        group_size=group_size,
+        gguf_type=gguf_type,
+        groups=groups,
+    )
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    """The documented default of an optional key that is absent (docs/spec-format.md)."""
+    return default if value is None else value
+
+
+def _kind_rule(t: _Table, name: str, applies: bool, kind: str, elsewhere: str) -> None:
+    """Refuse `name` when it does not apply to this task kind."""
+    if not applies:
+        t.forbid(name, f"does not apply to task.kind '{kind}'", f"remove it ({elsewhere})")
+
+
+def _parse_lengths(root: _Table, kind: str) -> Lengths:
+    inference = kind == "inference"
+    keys = "prompt_tokens and generated_tokens" if inference else "seq_len"
+    t = root.table("lengths", required=True, hint=f" with {keys}")
+    t.check_keys()
+    why = f"for task.kind '{kind}'"
+    _kind_rule(
+        t,
+        "seq_len",
+        not inference,
+        kind,
+        "inference uses lengths.prompt_tokens and lengths.generated_tokens",
+    )
+    _kind_rule(t, "prompt_tokens", inference, kind, "training tasks use lengths.seq_len")
+    _kind_rule(t, "generated_tokens", inference, kind, "training tasks use lengths.seq_len")
+    if inference:
+        return Lengths(
+            prompt_tokens=t.integer("prompt_tokens", required=True, why=why, minimum=1),
+            generated_tokens=t.integer("generated_tokens", required=True, why=why, minimum=0),
+        )
+    return Lengths(seq_len=t.integer("seq_len", required=True, why=why, minimum=1))
+
+
+def _parse_batch(root: _Table, kind: str) -> Batch:
+    inference = kind == "inference"
+    t = root.table(
+        "batch", required=True, hint=" with concurrency" if inference else " with micro_batch"
+    )
+    t.check_keys()
+    why = f"for task.kind '{kind}'"
+    _kind_rule(
+        t,
+        "concurrency",
+        inference,
+        kind,
+        "training tasks use batch.micro_batch and batch.grad_accum",
+    )
+    _kind_rule(t, "micro_batch", not inference, kind, "inference uses batch.concurrency")
+    _kind_rule(t, "grad_accum", not inference, kind, "inference uses batch.concurrency")
+    if inference:
+        return Batch(concurrency=t.integer("concurrency", required=True, why=why, minimum=1))
+    grad_accum = t.integer("grad_accum", minimum=1)
+    return Batch(
+        micro_batch=t.integer("micro_batch", required=True, why=why, minimum=1),
+        grad_accum=_or_default(grad_accum, 1),
+    )
+
+
+def _parse_training(root: _Table, kind: str) -> Training | None:
+    if kind == "inference":
+        root.forbid(
+            "training",
+            "is a table for training tasks only, but task.kind is 'inference'",
+            "remove the [training] table or change task.kind",
+        )
+        return None
+    t = root.table(
+        "training",
+        required=True,
+        why=f"for task.kind '{kind}'",
+        hint=" with optimizer, master_weights_fp32, grad_dtype and grad_checkpointing",
+    )
+    t.check_keys()
+    optimizer = t.choice("optimizer", OPTIMIZERS, required=True)
+    master = t.boolean("master_weights_fp32", required=True)
+    grad_dtype = t.choice("grad_dtype", GRAD_DTYPES, required=True)
+    state_dtype = t.choice("optimizer_state_dtype", OPTIMIZER_STATE_DTYPES)
+    if optimizer in OPTIMIZERS_WITH_STATE_DTYPE:
+        state_dtype = _or_default(state_dtype, "fp32")
+    else:
+        reason = (
+            "sgd keeps no optimizer state"
+            if optimizer == "sgd"
+            else "adamw_8bit keeps its state in 8 bits"
+        )
+        t.forbid(
+            "optimizer_state_dtype",
+            f"does not apply to optimizer '{optimizer}' ({reason})",
+            "remove it",
+        )
+    checkpointing = t.choice("grad_checkpointing", GRAD_CHECKPOINTING, required=True)
+    return Training(
+        optimizer=optimizer,
+        master_weights_fp32=master,
+        grad_dtype=grad_dtype,
+        optimizer_state_dtype=state_dtype,
+        grad_checkpointing=checkpointing,
+    )
+
+
+def _parse_runtime(root: _Table, kind: str) -> Runtime:
+    t = root.table("runtime", required=True, hint=' with attention = "sdpa" (or flash, eager)')
+    t.check_keys()
+    attention = t.choice("attention", ATTENTION_IMPLS, required=True)
+    inference = kind == "inference"
+    _kind_rule(t, "kv_cache_dtype", inference, kind, "training keeps no KV cache")
+    _kind_rule(t, "kv_block_tokens", inference, kind, "training keeps no KV cache")
+    kv_dtype = t.choice(
+        "kv_cache_dtype", KV_CACHE_DTYPES, required=inference, why="for task.kind 'inference'"
+    )
+    block = t.integer("kv_block_tokens", minimum=0)
+    if inference:
+        block = _or_default(block, 0)
+    engine = t.choice("engine", ENGINES)
+    return Runtime(
+        attention=attention, kv_cache_dtype=kv_dtype, kv_block_tokens=block, engine=engine
+    )
+
+
+def _parse_placement(root: _Table, kind: str) -> Placement:
+    t = root.table("placement", required=True, hint=" with gpus = 1")
+    t.check_keys()
+    gpus = t.integer("gpus", required=True, minimum=1)
+    tp = _or_default(t.integer("tensor_parallel", minimum=1), 1)
+    pp = _or_default(t.integer("pipeline_parallel", minimum=1), 1)
+    sharding = _or_default(t.choice("data_parallel_sharding", SHARDING), "none")
+    if gpus % (tp * pp):
+        raise _fail(
+            f"placement.gpus = {gpus} is not a multiple of tensor_parallel x pipeline_parallel = "
+            f"{tp} x {pp} = {tp * pp} ({t.source}); set gpus to a multiple of {tp * pp} or lower "
+            "the parallel degrees"
+        )
+    if kind == "inference" and sharding != "none":
+        raise _fail(
+            f"placement.data_parallel_sharding = '{sharding}' shards training state, but "
+            "task.kind is 'inference' "
+            f'({t.source}); set it to "none" (use tensor_parallel or pipeline_parallel to split a '
+            "model)"
+        )
+    return Placement(
+        gpus=gpus, tensor_parallel=tp, pipeline_parallel=pp, data_parallel_sharding=sharding
+    )
+
+
+def _parse_quality(root: _Table) -> tuple[QualityCriterion, ...]:
+    value = root.data.get("quality")
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise root.wrong_type("quality", "an array of [[quality]] tables", value)
+    criteria = []
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise _fail(
+                f"quality[{i}] must be a table, got {_show(item)} ({root.source}); write each "
+                "criterion as a [[quality]] table"
+            )
+        t = _Table(item, f"quality[{i}]", root.source, schema="quality")
+        t.check_keys()
+        criteria.append(
+            QualityCriterion(
+                metric=t.string("metric", required=True, nonempty=True),
+                threshold=t.string("threshold", required=True, nonempty=True),
+                note=t.string("note") or "",
+            )
+        )
+    return tuple(criteria)
+
+
+def _parse_headroom(root: _Table) -> Headroom:
+    t = root.table(
+        "headroom",
+        required=True,
+        hint=' with mode = "itemised" (or "manual" with reserve_gib and reason)',
+    )
+    t.check_keys()
+    mode = t.choice("mode", HEADROOM_MODES, required=True)
+    manual = mode == "manual"
+    if manual:
+        t.forbid(
+            "cuda_context_bytes",
+            "is an itemised-mode override; a manual reserve already covers it",
+            'remove it, or set headroom.mode = "itemised"',
+        )
+    else:
+        for name in ("reserve_gib", "reason"):
+            t.forbid(
+                name,
+                "applies to headroom.mode 'manual' only; itemised mode lists every overhead",
+                'remove it, or set headroom.mode = "manual"',
+            )
+    why = "for headroom.mode 'manual' (a margin without a reason is refused)"
+    reserve = t.number("reserve_gib", required=manual, why=why)
+    if reserve is not None and reserve < 0:
+        raise t.out_of_range(
+            "reserve_gib", ">= 0", reserve, "give the reserve in GiB, e.g. reserve_gib = 6.0"
+        )
+    reason = t.string("reason", required=manual, why=why, nonempty=True)
+    context = t.integer("cuda_context_bytes", minimum=1)
+    margin = t.number("margin_fraction")
+    if margin is not None and not 0 <= margin < 0.5:
+        raise t.out_of_range(
+            "margin_fraction", "0 <= margin_fraction < 0.5", margin, "e.g. margin_fraction = 0.05"
+        )
+    return Headroom(
+        mode=mode,
+        reserve_gib=float(reserve) if reserve is not None else None,
+        reason=reason,
+        cuda_context_bytes=context,
+        margin_fraction=float(_or_default(margin, 0.0)),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Spec -> dict / TOML text
+# --------------------------------------------------------------------------------------------
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def spec_to_dict(spec: Spec) -> dict[str, Any]:
+    """The TOML-shaped dict of a spec: None values omitted (TOML has no null), empty lists too."""
+    out: dict[str, Any] = {
+        "schema_version": spec.schema_version,
+        "name": spec.name,
+        "description": spec.description,
+    }
+    m = spec.model
+    out["model"] = _drop_none(
+        {"id": m.id, "path": m.path, "params": m.params, "revision": m.revision}
+    )
+    task: dict[str, Any] = {"kind": spec.task.kind}
+    if spec.task.lora is not None:
+        lo = spec.task.lora
+        task["lora"] = _drop_none(
+            {"rank": lo.rank, "alpha": lo.alpha, "targets": list(lo.targets), "dropout": lo.dropout}
+        )
+    out["task"] = task
+    w = spec.weights
+    weights = _drop_none(
+        {
+            "format": w.format,
+            "double_quant": w.double_quant,
+            "bits": w.bits,
+            "group_size": w.group_size,
+            "gguf_type": w.gguf_type,
+        }
+    )
+    if w.groups:
+        weights["groups"] = dict(w.groups)
+    out["weights"] = weights
+    le = spec.lengths
+    out["lengths"] = _drop_none(
+        {
+            "prompt_tokens": le.prompt_tokens,
+            "generated_tokens": le.generated_tokens,
+            "seq_len": le.seq_len,
+        }
+    )
+    b = spec.batch
+    out["batch"] = _drop_none(
+        {"concurrency": b.concurrency, "micro_batch": b.micro_batch, "grad_accum": b.grad_accum}
+    )
+    if spec.training is not None:
+        tr = spec.training
+        out["training"] = _drop_none(
+            {
+                "optimizer": tr.optimizer,
+                "master_weights_fp32": tr.master_weights_fp32,
+                "grad_dtype": tr.grad_dtype,
+                "optimizer_state_dtype": tr.optimizer_state_dtype,
+                "grad_checkpointing": tr.grad_checkpointing,
+            }
+        )
+    r = spec.runtime
+    out["runtime"] = _drop_none(
+        {
+            "attention": r.attention,
+            "kv_cache_dtype": r.kv_cache_dtype,
+            "kv_block_tokens": r.kv_block_tokens,
+            "engine": r.engine,
+        }
+    )
+    p = spec.placement
+    out["placement"] = {
+        "gpus": p.gpus,
+        "tensor_parallel": p.tensor_parallel,
+        "pipeline_parallel": p.pipeline_parallel,
+        "data_parallel_sharding": p.data_parallel_sharding,
+    }
+    h = spec.headroom
+    out["headroom"] = _drop_none(
+        {
+            "mode": h.mode,
+            "reserve_gib": h.reserve_gib,
+            "reason": h.reason,
+            "cuda_context_bytes": h.cuda_context_bytes,
+            "margin_fraction": h.margin_fraction,
+        }
+    )
+    if spec.quality:
+        out["quality"] = [
+            _drop_none({"metric": q.metric, "threshold": q.threshold, "note": q.note or None})
+            for q in spec.quality
+        ]
+    return out
+
+
+def validate_spec(spec: Spec, source: str = "<spec>") -> Spec:
+    """Re-run every check on a Spec built or edited in code; return it with defaults filled in.
+
+    Raises SpecError (one line) for the first problem, exactly as loading the saved file would.
+    """
+    try:
+        data = spec_to_dict(spec)
+    except AttributeError as exc:  # a field replaced by something that is not the right record
+        raise _fail(
+            f"spec from {source} is malformed: {exc}; build it from the vramtui.spec dataclasses"
+        ) from exc
+    return spec_from_dict(data, source)
+
+
+def dumps_spec(spec: Spec, source: str = "<spec>") -> str:
+    """The spec as TOML text; refuses (SpecError) a spec that would not load back."""
+    data = spec_to_dict(validate_spec(spec, source))
+    quality = data.pop("quality", [])
+    text = _HEADER + tomli_w.dumps(data)
+    for criterion in quality:  # as [[quality]] tables, which tomli_w would write inline
+        text += "\n[[quality]]\n" + tomli_w.dumps(criterion)
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------------------------
+
+_TOML_POSITION = re.compile(r"^(?P<msg>.*) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
+
+
+def loads_spec(text: str, source: str = "<string>") -> Spec:
+    """Parse TOML text into a validated Spec."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _toml_error(exc, source) from None
+    return spec_from_dict(data, source)
+
+
+def _toml_error(exc: tomllib.TOMLDecodeError, source: str) -> SpecError:
+    detail = _one_line(getattr(exc, "msg", None) or str(exc))
+    line, col = getattr(exc, "lineno", None), getattr(exc, "colno", None)
+    match = _TOML_POSITION.match(detail)
+    if match:
+        detail, line, col = match["msg"], int(match["line"]), int(match["col"])
+    if line is not None:
+        return _fail(
+            f"malformed TOML in {source} at line {line}, column {col}: {detail}; fix the TOML "
+            "syntax at that line"
+        )
+    detail = detail.removesuffix(" (at end of document)")
+    return _fail(
+        f"malformed TOML in {source} at the end of the document: {detail}; fix the TOML syntax at "
+        "the end of the file"
+    )
+
+
+def load_spec(path: str | os.PathLike[str]) -> Spec:
+    """Read and validate a spec file."""
+    path = Path(path)
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise _fail(
+            f"spec file {source} not found; check the path, or start from "
+            "sample_specs/seed-7b-fp16-inference.toml"
+        ) from None
+    except IsADirectoryError:
+        raise _fail(
+            f"{source} is a directory, not a spec file; give the path of a .toml spec"
+        ) from None
+    except PermissionError:
+        raise _fail(
+            f"cannot read spec file {source}: permission denied; make it readable (chmod u+r) or "
+            "copy it"
+        ) from None
+    except OSError as exc:
+        raise _fail(
+            f"cannot read spec file {source}: {exc.strerror or exc}; check the path and the disk"
+        ) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _fail(
+            f"spec file {source} is not UTF-8 text (bad byte at offset {exc.start}); save it as "
+            "UTF-8"
+        ) from None
+    return loads_spec(text, source)
+
+
+def save_spec(spec: Spec, path: str | os.PathLike[str]) -> None:
+    """Write the spec atomically: temp file in the same directory, fsync, os.replace, fsync dir.
+
+    The text is produced (and the spec validated) before anything touches the disk, so an invalid
+    spec or a failed write leaves any existing file as it was and no temp file behind.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
+    source = str(path)
+    data = dumps_spec(spec, source).encode("utf-8")
+    directory = path.parent
+    if not directory.is_dir():
+        raise _fail(
+            f"cannot save spec to {source}: directory {directory} does not exist; create it or "
+            "choose another path"
+        )
+    tmp = directory / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():  # keep the permissions the user gave the old file
+            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise _fail(
+                f"cannot save spec to {source}: {exc.strerror or exc}; check the directory's "
+                "permissions and free space"
+            ) from None
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable; a no-op where directories cannot be opened (Windows)."""
+    if os.name == "nt":
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# Checks that need the model's architecture
+# --------------------------------------------------------------------------------------------
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _kv_heads_split(tp: int, arch: Architecture) -> bool:
+    """vLLM-style TP: KV heads are split when tp divides them, replicated when they divide tp."""
+    kv = arch.num_kv_heads
+    if arch.mla is not None or kv <= 0:
+        return True
+    return kv % tp == 0 or tp % kv == 0
+
+
+def validate_against_architecture(spec: Spec, arch: Architecture, source: str = "<spec>") -> None:
+    """Raise SpecError (one line) when the spec cannot run on this model's architecture."""
+    model = arch.model_id or spec.model.label
+    heads = arch.num_attention_heads
+    tp = spec.placement.tensor_parallel
+    valid = [d for d in _divisors(heads) if _kv_heads_split(d, arch)] if heads > 0 else [1]
+    valid_text = ", ".join(map(str, valid))
+    if heads > 0 and heads % tp:
+        raise _fail(
+            f"placement.tensor_parallel = {tp} does not divide the {heads} attention heads of "
+            f"{model} "
+            f"({source}); use one of {valid_text}"
+        )
+    if not _kv_heads_split(tp, arch):
+        raise _fail(
+            f"placement.tensor_parallel = {tp} cannot split the {arch.num_kv_heads} key/value "
+            "heads of "
+            f"{model} ({source}); use one of {valid_text}"
+        )
+
+    pp = spec.placement.pipeline_parallel
+    if pp > arch.num_layers:
+        raise _fail(
+            f"placement.pipeline_parallel = {pp} exceeds the {arch.num_layers} layers of {model} "
+            f"({source}); use at most {arch.num_layers} pipeline stages"
+        )
+
+    lora = spec.task.lora
+    if lora is None or lora.targets == (ALL_LINEAR,):
+        return
+    modules = arch.modules()
+    linear = sorted({m.name for m in modules if m.is_nn_linear})
+    other = {m.name: m for m in modules if not m.is_nn_linear}
+    for target in lora.targets:
+        leaf = target.rsplit(".", 1)[-1]
+        if leaf in linear:
+            continue
+        linear_text = ", ".join(linear) if linear else "none"
+        if leaf in other:
+            raise _fail(
+                f"task.lora.targets entry '{target}' is a {other[leaf].kind} module of {model}, "
+                "not an nn.Linear "
+                f"layer LoRA can adapt ({source}); target linear layers: {linear_text}"
+            )
+        close = _suggest(leaf, linear)
+        hint = f"did you mean '{close}'? " if close else ""
+        raise _fail(
+            f"task.lora.targets entry '{target}' matches no module of {model} ({source}); "
+            f"{hint}linear layers: {linear_text}"
+        )

@@ -1,0 +1,130 @@
+"""Command-line overrides of a spec, applied to its TOML form and validated like a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vramtui.spec import Spec, load_spec, spec_from_dict, spec_to_dict
+
+# Stated defaults when --task switches a spec to training (printed in `estimate --help`).
+TRAINING_DEFAULTS = {
+    "optimizer": "adamw",
+    "master_weights_fp32": True,
+    "grad_dtype": "bf16",
+    "optimizer_state_dtype": "fp32",
+    "grad_checkpointing": "none",
+}
+LORA_DEFAULTS = {"rank": 16, "alpha": 32, "targets": ["all-linear"]}
+
+
+def load_base_spec(path: str | None) -> tuple[Spec, Path | None]:
+    if path is None:
+        from vramtui.builtin_specs import seed_example_spec
+
+        return seed_example_spec(), None
+    p = Path(path).expanduser()
+    return load_spec(p), p.resolve().parent
+
+
+def apply_overrides(spec: Spec, args) -> Spec:
+    """Return `spec` with the command line's explicit choices; untouched when none are given."""
+    d = spec_to_dict(spec)
+    changed = False
+
+    def put(table: str, key: str, value) -> None:
+        nonlocal changed
+        if value is not None:
+            d.setdefault(table, {})[key] = value
+            changed = True
+
+    if args.model:
+        from vramtui.models.resolve import looks_like_path
+
+        d["model"] = {"path": args.model} if looks_like_path(args.model) else {"id": args.model}
+        if d.get("headroom", {}).get("mode") == "manual" and spec.model.params is not None:
+            # The seed example's reserve stands in for a missing architecture; a real model
+            # gets the itemised ledger.
+            d["headroom"] = {"mode": "itemised"}
+        changed = True
+    if args.task and args.task != spec.task.kind:
+        _switch_task(d, spec, args.task)
+        changed = True
+    kind = d["task"]["kind"]
+    training = kind != "inference"
+    if args.weight_format:
+        d["weights"] = _weights_for(args.weight_format, d.get("weights", {}))
+        changed = True
+    put("runtime", "kv_cache_dtype", args.kv_dtype)
+    put("runtime", "attention", args.attention)
+    put("runtime", "engine", args.engine)
+    if args.seq is not None:
+        put("lengths", "seq_len" if training else "prompt_tokens", args.seq)
+    put("lengths", "generated_tokens", args.generate)
+    if args.batch is not None:
+        put("batch", "micro_batch" if training else "concurrency", args.batch)
+    put("batch", "grad_accum", args.grad_accum)
+    put("placement", "gpus", args.gpus)
+    put("placement", "tensor_parallel", args.tp)
+    put("placement", "pipeline_parallel", args.pp)
+    put("placement", "data_parallel_sharding", args.sharding)
+    put("training", "grad_checkpointing", args.checkpointing)
+    put("training", "optimizer", args.optimizer)
+    if args.lora_rank is not None or args.lora_targets:
+        lora = d.setdefault("task", {}).setdefault("lora", dict(LORA_DEFAULTS))
+        if args.lora_rank is not None:
+            lora["rank"] = args.lora_rank
+        if args.lora_targets:
+            lora["targets"] = [t.strip() for t in args.lora_targets.split(",") if t.strip()]
+        changed = True
+    if not changed:
+        return spec
+    return spec_from_dict(d, source="the command line")
+
+
+def _weights_for(fmt: str, old: dict) -> dict:
+    w = {"format": fmt}
+    if fmt in ("nf4", "fp4"):
+        w["double_quant"] = old.get("double_quant", True)
+    if fmt in ("gptq", "awq"):
+        w["bits"] = old.get("bits", 4)
+        w["group_size"] = old.get("group_size", 128)
+    if fmt == "gguf":
+        w["gguf_type"] = old.get("gguf_type", "Q4_K")
+    return w
+
+
+def _switch_task(d: dict, spec: Spec, kind: str) -> None:
+    lengths, batch = d.get("lengths", {}), d.get("batch", {})
+    runtime = d.setdefault("runtime", {})
+    if kind == "inference":
+        d["lengths"] = {"prompt_tokens": lengths.get("seq_len", 2048), "generated_tokens": 256}
+        d["batch"] = {"concurrency": batch.get("micro_batch", 1)}
+        d.pop("training", None)
+        d["task"] = {"kind": kind}
+        runtime.setdefault("kv_cache_dtype", "bf16")
+        d.get("placement", {}).pop("data_parallel_sharding", None)
+        return
+    d["lengths"] = {"seq_len": spec.lengths.context_tokens or 2048}
+    d["batch"] = {"micro_batch": batch.get("concurrency", batch.get("micro_batch", 1)),
+                  "grad_accum": batch.get("grad_accum", 1)}
+    d.setdefault("training", dict(TRAINING_DEFAULTS))
+    runtime.pop("kv_cache_dtype", None)
+    runtime.pop("kv_block_tokens", None)
+    d["task"] = {"kind": kind}
+    if kind in ("lora", "qlora"):
+        d["task"]["lora"] = dict(LORA_DEFAULTS)
+    if kind == "qlora":
+        d["weights"] = {"format": "nf4", "double_quant": True}
+    elif d.get("weights", {}).get("format") not in ("fp32", "bf16", "fp16"):
+        d["weights"] = {"format": "bf16"}
+
+
+def use_model_dtype(spec: Spec, arch) -> Spec:
+    """The built-in example is fp16; a real model given on the command line keeps its dtype."""
+    if spec.weights.format == arch.default_dtype or spec.weights.format not in ("bf16", "fp16"):
+        return spec
+    d = spec_to_dict(spec)
+    d["weights"] = {"format": arch.default_dtype}
+    if "kv_cache_dtype" in d.get("runtime", {}):
+        d["runtime"]["kv_cache_dtype"] = arch.default_dtype if arch.default_dtype != "fp32" else "bf16"
+    return spec_from_dict(d, source="the command line")
