@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -92,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_estimate(args)
         if args.command == "models":
             return cmd_models(args)
-        parser.print_help()
-        return 0
+        # No command: the built-in seed example (the app takes this place when it lands).
+        return cmd_estimate(parser.parse_args(["estimate"]))
     except VramtuiError as exc:
         print(f"vramtui: error: {exc}", file=sys.stderr)
         return 2
@@ -111,7 +112,7 @@ def _catalog_dir(args) -> Path | None:
 
 
 def cmd_estimate(args) -> int:
-    if args.bits is not None or args.headroom_gib is not None:
+    if args.params is not None or args.bits is not None or args.headroom_gib is not None:
         return _simple_mode(args)
     from vramtui.ledger import estimate
     from vramtui.models.resolve import resolve_model
@@ -121,10 +122,12 @@ def cmd_estimate(args) -> int:
     spec, base_dir = load_base_spec(args.spec)
     spec = apply_overrides(spec, args)
     arch, checkpoint = resolve_model(spec.model, base_dir, _catalog_dir(args))
-    if args.spec is None and arch is not None and not args.weight_format:
-        spec = use_model_dtype(spec, arch)
+    if args.spec is None and arch is not None:
+        spec = use_model_dtype(
+            spec, arch, keep_weight_format=bool(args.weight_format), keep_kv_dtype=bool(args.kv_dtype)
+        )
     if arch is not None:
-        validate_against_architecture(spec, arch)
+        validate_against_architecture(spec, arch, args.spec or "the command line")
     est = estimate(spec, arch, checkpoint)
     if args.json:
         from vramtui.ledger.report import estimate_to_dict
@@ -153,6 +156,8 @@ def _simple_mode(args) -> int:
         params = float(args.params)
     except ValueError:
         raise SpecError(f"--params must be a number such as 7e9, got {args.params!r}") from None
+    if not all(math.isfinite(v) for v in (params, args.bits, args.headroom_gib)):
+        raise SpecError("--params, --bits and --headroom-gib must be finite numbers")
     if params <= 0 or args.bits <= 0 or args.headroom_gib < 0:
         raise SpecError("--params and --bits must be > 0 and --headroom-gib >= 0")
     simple = simple_estimate(round(params), args.bits, args.headroom_gib)

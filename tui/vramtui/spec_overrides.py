@@ -119,12 +119,20 @@ def _switch_task(d: dict, spec: Spec, kind: str) -> None:
         d["weights"] = {"format": "bf16"}
 
 
-def use_model_dtype(spec: Spec, arch) -> Spec:
-    """The built-in example is fp16; a real model given on the command line keeps its dtype."""
-    if spec.weights.format == arch.default_dtype or spec.weights.format not in ("bf16", "fp16"):
-        return spec
+def use_model_dtype(
+    spec: Spec, arch, keep_weight_format: bool = False, keep_kv_dtype: bool = False
+) -> Spec:
+    """The built-in example is fp16; a real model given on the command line keeps its dtype
+    (for the weights unless --format chose one, and for the KV cache)."""
+    model_dtype = arch.default_dtype if arch.default_dtype in ("bf16", "fp16") else "bf16"
     d = spec_to_dict(spec)
-    d["weights"] = {"format": arch.default_dtype}
-    if "kv_cache_dtype" in d.get("runtime", {}):
-        d["runtime"]["kv_cache_dtype"] = arch.default_dtype if arch.default_dtype != "fp32" else "bf16"
-    return spec_from_dict(d, source="the command line")
+    if not keep_weight_format and spec.weights.format in ("bf16", "fp16"):
+        d["weights"] = {"format": model_dtype}
+    runtime = d.get("runtime", {})
+    if not keep_kv_dtype and "kv_cache_dtype" in runtime and spec.runtime.kv_cache_dtype in (
+        "bf16",
+        "fp16",
+    ):
+        d["runtime"]["kv_cache_dtype"] = model_dtype
+    new = spec_from_dict(d, source="the command line")
+    return spec if new == spec else new

@@ -108,9 +108,11 @@ def format_bytes(n_bytes: float, unit: str = "gib", decimals: int = 2) -> str:
 
 
 def format_bytes_readable(n_bytes: float, unit: str = "gib") -> str:
-    """Like format_bytes, but a figure that would print as 0.00 GiB (GB) is shown in MiB (MB)."""
+    """Like format_bytes, but figures under 0.1 GiB (GB) are shown in MiB (MB), and zero as 0 B."""
     key = unit.lower()
-    if key in ("gib", "gb") and 0 < n_bytes < 0.005 * _UNIT_BYTES[key]:
+    if n_bytes == 0:
+        return "0 B"
+    if key in ("gib", "gb") and 0 < n_bytes < 0.1 * _UNIT_BYTES[key]:
         return format_bytes(n_bytes, "mib" if key == "gib" else "mb")
     return format_bytes(n_bytes, key)
 

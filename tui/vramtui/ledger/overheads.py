@@ -18,12 +18,31 @@ from vramtui.units import MIB_BYTES, format_bytes, gib_to_bytes
 ASSUMED_CUDA_CONTEXT_BYTES = 512 * MIB_BYTES
 
 
-def _largest_module_bytes(ctx: LedgerContext) -> tuple[int, str]:
-    """The largest single module in its checkpoint dtype: a load conversion holds one copy."""
+def _load_transient(ctx: LedgerContext) -> tuple[int, str]:
+    """What loading holds on the GPU beyond the final weights, with the reason."""
     arch = ctx.arch
-    b = FLOAT_BYTES.get(arch.default_dtype, 2)
-    big = max(arch.modules(), key=lambda m: m.params)
-    return big.params * b, f"{big.name} ({big.params:,} values x {b} B)"
+    src_b = FLOAT_BYTES.get(arch.default_dtype, 2)
+    fmt = ctx.spec.weights.format
+    if fmt not in ("fp32", "bf16", "fp16"):
+        linears = [m for m in arch.modules() if m.kind == "linear" and m.group != "lm_head"]
+        big = max(linears, key=lambda m: m.params)
+        n = big.params * src_b
+        return n, (
+            f"quantising at load moves each {arch.default_dtype} linear layer to the GPU before "
+            f"converting it to {fmt}: the largest, {big.name} ({big.params:,} values x {src_b} B)"
+            f" = {n:,} B, held once more"
+        )
+    if fmt != arch.default_dtype:
+        big = max(arch.modules(), key=lambda m: m.params)
+        n = big.params * src_b
+        return n, (
+            f"the checkpoint is {arch.default_dtype} and the spec loads {fmt}: a cast can hold "
+            f"the largest tensor, {big.name} ({big.params:,} values x {src_b} B) = {n:,} B, twice"
+        )
+    return 0, (
+        f"the checkpoint dtype ({arch.default_dtype}) is the spec's: tensors are copied straight "
+        "into place, no conversion copy expected"
+    )
 
 
 def overhead_items(ctx: LedgerContext) -> list[LedgerItem]:
@@ -68,22 +87,14 @@ def overhead_items(ctx: LedgerContext) -> list[LedgerItem]:
             )
         )
     if ctx.arch is not None:
-        # Transients during loading: one module in the checkpoint dtype while it is copied
-        # or converted.
-        load_bytes, load_what = _largest_module_bytes(ctx)
-        converting = spec.weights.format not in ("bf16", "fp16", "fp32") or (
-            spec.weights.format != ctx.arch.default_dtype
-        )
+        load_bytes, load_why = _load_transient(ctx)
         items.append(
             LedgerItem(
                 key="transient.load",
-                name="Load-time transient (one module being copied/converted)",
+                name="Load-time transient (conversion copy)",
                 category="transient",
                 status=ESTIMATED,
-                basis=(
-                    f"the largest module, {load_what} = {load_bytes:,} B, held once more while "
-                    + ("it is converted to the spec's format" if converting else "it is copied in")
-                ),
+                basis=load_why,
                 stages=("load",),
                 stage_bytes={"load": load_bytes},
                 distribution=distribution(ctx.layout, tp_share=Fraction(1, ctx.tp)),

@@ -46,8 +46,8 @@ def module_format(ctx: LedgerContext, module: ModuleShape) -> tuple[str, str]:
         return "fp32", "GGUF keeps norms and 1-D tensors in F32"
     if module.kind != "linear":
         return compute, f"{fmt} converts linear layers only; stays {compute}"
-    if module.group == "lm_head" and not explicit:
-        return compute, f"lm_head is left in {compute} by {fmt} loaders"
+    if module.group in ("lm_head", "router") and not explicit:
+        return compute, f"{module.group} is left in {compute} by {fmt} loaders"
     if fmt in BNB4_FORMATS + ("int8",) and not module.is_nn_linear:
         return compute, f"not an nn.Linear (fused tensor): bitsandbytes leaves it in {compute}"
     return fmt, "quantised linear layer"
