@@ -23,7 +23,6 @@ import difflib
 import math
 import os
 import re
-import secrets
 import stat
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -1229,6 +1228,8 @@ def save_spec(spec: Spec, path: str | os.PathLike[str]) -> None:
             f"cannot save spec to {source}: directory {directory} does not exist; create it or "
             "choose another path"
         )
+    import secrets  # only when saving: keeps the headless start-up lean
+
     tmp = directory / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

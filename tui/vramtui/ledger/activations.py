@@ -218,7 +218,7 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     per_layer, per_layer_why = training_layer_bytes(ctx, mb, s)
     ckpt = spec.training.grad_checkpointing
     if ckpt == "full":
-        kept = 2 * mb * s * h * b
+        kept = mb * s * h * b  # one copy of each layer's input (2sbh B in 16-bit)
         layers_total = arch.num_layers * kept + per_layer
         why = (
             f"full checkpointing: {arch.num_layers} layer inputs x ({mb} x {s:,} x {h} x {b} B) "

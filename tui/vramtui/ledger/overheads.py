@@ -176,16 +176,18 @@ def _training_overheads(ctx: LedgerContext) -> list[LedgerItem]:
         merge = n_linear * b
         out.append(
             LedgerItem(
-                key="transient.export_merge",
-                name="Export: merging LoRA into a 16-bit base",
+                key="transient.export",
+                name="Export: saving the LoRA adapter",
                 category="transient",
                 status=ESTIMATED,
                 basis=(
-                    f"merge_and_unload() on the GPU needs the quantised linears dequantised: "
-                    f"{n_linear:,} x {b} B = {merge:,} B (0 if you save only the adapter)"
+                    "saving the adapter copies only its own tensors to the host: no GPU transient "
+                    f"expected. Merging into the base on this GPU (merge_and_unload) would "
+                    f"dequantise the linears: {n_linear:,} x {b} B = {merge:,} B more; merge in "
+                    "a separate process if this card has no room for it"
                 ),
                 stages=("export",),
-                stage_bytes={"export": merge},
+                stage_bytes={"export": 0},
                 distribution=distribution(ctx.layout, tp_share=Fraction(1, ctx.tp)),
             )
         )

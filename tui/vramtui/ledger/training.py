@@ -30,7 +30,8 @@ class Trainable:
 def lora_modules(ctx: LedgerContext):
     """The nn.Linear modules a LoRA config adapts (PEFT's matching on leaf names)."""
     lora = ctx.spec.task.lora
-    targets = set(lora.targets)
+    # A dotted target ("self_attn.q_proj") matches on its leaf name, as the spec documents.
+    targets = {t.rsplit(".", 1)[-1] for t in lora.targets}
     out = []
     for m in ctx.arch.modules():
         if m.kind != "linear" or not m.is_nn_linear:
@@ -155,7 +156,7 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
             )
         )
     states, states_why = optimizer_state_bytes(ctx, t)
-    opt_stages = ("optimizer_step", "validation", "export", "forward", "backward")
+    opt_stages = STEADY  # from the first optimizer.step() on, through every later step
     items.append(
         LedgerItem(
             key="optimizer",

@@ -82,6 +82,11 @@ def load_catalog_file(path: Path) -> tuple[Architecture, tuple[str, ...]]:
     return arch, tuple(a.lower() for a in aliases)
 
 
+@lru_cache(maxsize=64)
+def _load_one(path: Path) -> tuple[Architecture, tuple[str, ...]]:
+    return load_catalog_file(path)
+
+
 @lru_cache(maxsize=8)
 def _load(directory: Path) -> tuple[dict[str, Architecture], dict[str, str]]:
     if not directory.is_dir():
@@ -113,7 +118,14 @@ def load_catalog_models(catalog_dir: Path | None = None) -> dict[str, Architectu
 
 def find_model(name: str, catalog_dir: Path | None = None) -> Architecture:
     """The catalogue model whose Hub id (any case) or alias is `name`; else a ModelError with close matches."""
-    models, names = _load(_directory(catalog_dir))
+    directory = _directory(catalog_dir)
+    direct = directory / file_name_for(name.strip())
+    if "/" in name and direct.is_file():
+        # Fast path for an exact Hub id: read its one file, not the whole catalogue.
+        arch, _ = _load_one(direct)
+        if arch.model_id == name.strip():
+            return arch
+    models, names = _load(directory)
     key = name.strip().lower()
     if key in names:
         return models[names[key]]
