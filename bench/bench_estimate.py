@@ -51,8 +51,14 @@ def time_command(argv: list[str], runs: int, env: dict[str, str]) -> list[float]
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run(argv, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(
+            argv,
+            env=env,
+            cwd=REPO,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         times.append(time.perf_counter() - t0)
     return times
 
@@ -63,10 +69,14 @@ def bench_startup(runs: int, env: dict[str, str]) -> list[str]:
         ("python -c pass", [py, "-c", "pass"]),
         ("estimate --help", [py, "-m", "vramtui", "estimate", "--help"]),
         ("estimate seed spec --json", [py, "-m", "vramtui", "estimate", str(SEED_SPEC), "--json"]),
-        ("estimate llama-3.1-8b chat spec --json",
-         [py, "-m", "vramtui", "estimate", str(CHAT_SPEC), "--json"]),
-        ("estimate llama-3.1-8b chat spec (rich text)",
-         [py, "-m", "vramtui", "estimate", str(CHAT_SPEC)]),
+        (
+            "estimate llama-3.1-8b chat spec --json",
+            [py, "-m", "vramtui", "estimate", str(CHAT_SPEC), "--json"],
+        ),
+        (
+            "estimate llama-3.1-8b chat spec (rich text)",
+            [py, "-m", "vramtui", "estimate", str(CHAT_SPEC)],
+        ),
     ]
     if "PYTHONPYCACHEPREFIX" in env:
         mode = "bytecode cached (as installed)"
@@ -74,17 +84,21 @@ def bench_startup(runs: int, env: dict[str, str]) -> list[str]:
         mode = "PYTHONDONTWRITEBYTECODE set: every module compiled from source on every start"
     else:
         mode = "bytecode cache as the environment has it"
-    lines = [f"start-up: {runs} runs each (after one warm-up run), wall time of a fresh process",
-             f"  {mode}",
-             f"{'command':<44} {'median ms':>10} {'min ms':>9} {'x python':>9} {'+ms':>7}"]
+    lines = [
+        f"start-up: {runs} runs each (after one warm-up run), wall time of a fresh process",
+        f"  {mode}",
+        f"{'command':<44} {'median ms':>10} {'min ms':>9} {'x python':>9} {'+ms':>7}",
+    ]
     base_median = None
     for label, argv in cases:
         t = time_command(argv, runs, env)
         med, lo = statistics.median(t) * 1e3, min(t) * 1e3
         if base_median is None:
             base_median = med
-        lines.append(f"{label:<44} {med:>10.1f} {lo:>9.1f} {med / base_median:>9.2f} "
-                     f"{med - base_median:>7.1f}")
+        lines.append(
+            f"{label:<44} {med:>10.1f} {lo:>9.1f} {med / base_median:>9.2f} "
+            f"{med - base_median:>7.1f}"
+        )
     return lines
 
 
@@ -93,8 +107,9 @@ def bench_recompute(iterations: int) -> list[str]:
     from vramtui.models.resolve import resolve_model
     from vramtui.spec import load_spec
 
-    lines = [f"recompute: estimate(spec, arch) in process, {iterations} iterations, "
-             "best of 5 rounds"]
+    lines = [
+        f"recompute: estimate(spec, arch) in process, {iterations} iterations, best of 5 rounds"
+    ]
     for path in sorted((REPO / "sample_specs").glob("*.toml")):
         spec = load_spec(path)
         arch, ckpt = resolve_model(spec.model, path.parent)
@@ -105,8 +120,10 @@ def bench_recompute(iterations: int) -> list[str]:
             for _ in range(iterations):
                 estimate(spec, arch, ckpt)
             rounds.append((time.perf_counter() - t0) / iterations)
-        lines.append(f"  {path.name:<36} {min(rounds) * 1e6:>9.1f} us/call "
-                     f"(median round {statistics.median(rounds) * 1e6:.1f} us)")
+        lines.append(
+            f"  {path.name:<36} {min(rounds) * 1e6:>9.1f} us/call "
+            f"(median round {statistics.median(rounds) * 1e6:.1f} us)"
+        )
     return lines
 
 
@@ -115,9 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", "--runs", type=int, default=20, help="process runs per command")
     ap.add_argument("--iterations", type=int, default=1000, help="in-process estimate() calls")
     ap.add_argument("--save", action="store_true", help="write bench/results/estimate-<date>.txt")
-    ap.add_argument("--no-bytecode-cache", action="store_true",
-                    help="also time the start-up with the environment's own bytecode setting "
-                    "(PYTHONDONTWRITEBYTECODE=1 here means compiling every module every time)")
+    ap.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="also time the start-up with the environment's own bytecode setting "
+        "(PYTHONDONTWRITEBYTECODE=1 here means compiling every module every time)",
+    )
     args = ap.parse_args(argv)
 
     head = [

@@ -103,6 +103,7 @@ def test_sample_spec_loads_and_renders_in_process(path, capsys):
 
 def test_sample_workloads_say_what_they_claim(capsys):
     """Spot checks of the samples against figures worked by hand."""
+
     def est(name):
         assert main(["estimate", str(REPO / "sample_specs" / name), "--json"]) == 0
         return json.loads(capsys.readouterr().out)
@@ -212,7 +213,11 @@ def test_headless_estimate_never_imports_textual(argv):
         "print('NO-TEXTUAL')\n"
     )
     r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=REPO,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=REPO,
         timeout=120,
     )
     assert r.returncode == 0, r.stderr
@@ -242,8 +247,9 @@ def test_only_the_app_package_imports_textual():
     files = [p for p in PKG.rglob("*.py") if app not in p.parents]
     assert len(files) > 10
     offenders = {
-        str(p.relative_to(REPO)): sorted(m for m in _imported_modules(p)
-                                         if m == "textual" or m.startswith("textual."))
+        str(p.relative_to(REPO)): sorted(
+            m for m in _imported_modules(p) if m == "textual" or m.startswith("textual.")
+        )
         for p in files
     }
     offenders = {k: v for k, v in offenders.items() if v}
@@ -286,8 +292,11 @@ def test_unknown_key_with_suggestion(tmp_path):
 def test_unknown_model_lists_close_matches(tmp_path):
     text = (REPO / "sample_specs" / "llama-3.1-8b-chat-8k-x16.toml").read_text()
     spec = tmp_path / "unknown-model.toml"
-    spec.write_text(text.replace('id = "meta-llama/Llama-3.1-8B-Instruct"',
-                                 'id = "meta-llama/Llama-3.1-8B-Instrukt"'))
+    spec.write_text(
+        text.replace(
+            'id = "meta-llama/Llama-3.1-8B-Instruct"', 'id = "meta-llama/Llama-3.1-8B-Instrukt"'
+        )
+    )
     r = run_cli("estimate", str(spec))
     assert_one_line_error(r, "Llama-3.1-8B-Instrukt", "meta-llama/Llama-3.1-8B-Instruct")
 
@@ -309,8 +318,9 @@ def test_model_directory_without_config_json(tmp_path):
 
 
 def test_tensor_parallel_must_divide_the_heads():
-    r = run_cli("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpus", "3",
-                "--tp", "3")
+    r = run_cli(
+        "estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpus", "3", "--tp", "3"
+    )
     msg = assert_one_line_error(r, "tensor_parallel", "3", "1, 2, 4, 8")
     assert "<spec>" not in msg  # names where the choice came from
 
@@ -333,8 +343,16 @@ def test_tensor_parallel_on_a_sample_spec_names_the_file():
         (["--params", "7e9", "--bits", "16", "--headroom-gib", "-1"], ["--headroom-gib"]),
         (["--params", "7e9", "--bits", "0", "--headroom-gib", "6"], ["--bits"]),
     ],
-    ids=["bits-only", "no-params", "params-only", "not-a-number", "inf", "nan", "negative",
-         "zero-bits"],
+    ids=[
+        "bits-only",
+        "no-params",
+        "params-only",
+        "not-a-number",
+        "inf",
+        "nan",
+        "negative",
+        "zero-bits",
+    ],
 )
 def test_simple_mode_bad_arguments(args, needles, capsys):
     assert main(["estimate", *args]) == 2

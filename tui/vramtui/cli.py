@@ -50,14 +50,26 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("spec", nargs="?", help="workload spec (TOML); default: the seed example")
     est.add_argument("--model", help="catalogue/Hub id or a local Hugging Face directory")
     est.add_argument("--task", choices=TASK_CHOICES)
-    est.add_argument("--format", dest="weight_format", metavar="FORMAT",
-                     help="weight format: fp32 bf16 fp16 fp8 int8 nf4 fp4 gptq awq gguf")
+    est.add_argument(
+        "--format",
+        dest="weight_format",
+        metavar="FORMAT",
+        help="weight format: fp32 bf16 fp16 fp8 int8 nf4 fp4 gptq awq gguf",
+    )
     est.add_argument("--kv-dtype", choices=("fp32", "bf16", "fp16", "fp8"))
-    est.add_argument("--seq", type=int, metavar="N",
-                     help="training sequence length, or the prompt length for inference")
+    est.add_argument(
+        "--seq",
+        type=int,
+        metavar="N",
+        help="training sequence length, or the prompt length for inference",
+    )
     est.add_argument("--generate", type=int, metavar="N", help="generated tokens (inference)")
-    est.add_argument("--batch", type=int, metavar="N",
-                     help="concurrent sequences (inference) or micro-batch (training)")
+    est.add_argument(
+        "--batch",
+        type=int,
+        metavar="N",
+        help="concurrent sequences (inference) or micro-batch (training)",
+    )
     est.add_argument("--grad-accum", type=int, metavar="N")
     est.add_argument("--gpus", type=int, metavar="N")
     est.add_argument("--tp", type=int, metavar="N", help="tensor-parallel degree")
@@ -66,14 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--attention", choices=("flash", "sdpa", "eager"))
     est.add_argument("--engine", choices=("transformers", "vllm", "tgi", "llama.cpp", "other"))
     est.add_argument("--checkpointing", choices=("none", "full", "selective"))
-    est.add_argument("--optimizer", choices=("adamw", "adamw_8bit", "sgd", "sgd_momentum",
-                                             "adafactor"))
+    est.add_argument(
+        "--optimizer", choices=("adamw", "adamw_8bit", "sgd", "sgd_momentum", "adafactor")
+    )
     est.add_argument("--lora-rank", type=int, metavar="R")
     est.add_argument("--lora-targets", metavar="A,B", help="comma-separated module names")
     est.add_argument("--params", metavar="N", help="simple mode: bare parameter count (7e9)")
     est.add_argument("--bits", type=float, metavar="B", help="simple mode: bits per parameter")
-    est.add_argument("--headroom-gib", type=float, metavar="X",
-                     help="simple mode: a chosen reserve in GiB (an assumption to verify)")
+    est.add_argument(
+        "--headroom-gib",
+        type=float,
+        metavar="X",
+        help="simple mode: a chosen reserve in GiB (an assumption to verify)",
+    )
     est.add_argument("--units", choices=UNIT_CHOICES, default="gib")
     est.add_argument("--catalog", metavar="DIR", help="a catalogue directory with models/")
     est.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
@@ -124,7 +141,10 @@ def cmd_estimate(args) -> int:
     arch, checkpoint = resolve_model(spec.model, base_dir, _catalog_dir(args))
     if args.spec is None and arch is not None:
         spec = use_model_dtype(
-            spec, arch, keep_weight_format=bool(args.weight_format), keep_kv_dtype=bool(args.kv_dtype)
+            spec,
+            arch,
+            keep_weight_format=bool(args.weight_format),
+            keep_kv_dtype=bool(args.kv_dtype),
         )
     if arch is not None:
         validate_against_architecture(spec, arch, args.spec or "the command line")
@@ -145,8 +165,15 @@ def _simple_mode(args) -> int:
     from vramtui.errors import SpecError
     from vramtui.ledger.simple import simple_estimate
 
-    missing = [n for n, v in (("--params", args.params), ("--bits", args.bits),
-                              ("--headroom-gib", args.headroom_gib)) if v is None]
+    missing = [
+        n
+        for n, v in (
+            ("--params", args.params),
+            ("--bits", args.bits),
+            ("--headroom-gib", args.headroom_gib),
+        )
+        if v is None
+    ]
     if missing:
         raise SpecError(
             f"simple mode needs --params, --bits and --headroom-gib; missing {', '.join(missing)}"
@@ -194,7 +221,14 @@ def cmd_models(args) -> int:
             notes.append("MLA")
         if a.num_sliding_layers:
             notes.append(f"{a.num_sliding_layers} sliding layers")
-        table.add_row(mid, f"{a.param_count:,}", str(a.num_layers), str(a.num_kv_heads),
-                      str(a.head_dim), a.default_dtype, ", ".join(notes))
+        table.add_row(
+            mid,
+            f"{a.param_count:,}",
+            str(a.num_layers),
+            str(a.num_kv_heads),
+            str(a.head_dim),
+            a.default_dtype,
+            ", ".join(notes),
+        )
     print_renderable(table)
     return 0

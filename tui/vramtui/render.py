@@ -32,7 +32,9 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
     table = Table(title=title, title_justify="left", show_lines=explain)
     table.add_column("item")
     table.add_column("status")
-    table.add_column(f"{unit_label(unit)} (largest GPU)" if multi else unit_label(unit), justify="right")
+    table.add_column(
+        f"{unit_label(unit)} (largest GPU)" if multi else unit_label(unit), justify="right"
+    )
     table.add_column("stages")
     if explain:
         table.add_column("basis", overflow="fold", ratio=2)
@@ -56,8 +58,11 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
     totals.add_column("quantity")
     totals.add_column(unit_label(unit), justify="right")
     totals.add_column("what it is")
-    totals.add_row("weights only", _fmt(est.weights_only_bytes, unit),
-                   "one copy of all weights incl. quantisation metadata" + (", whole model" if multi else ""))
+    totals.add_row(
+        "weights only",
+        _fmt(est.weights_only_bytes, unit),
+        "one copy of all weights incl. quantisation metadata" + (", whole model" if multi else ""),
+    )
     peaks = est.stage_peak_bytes
     worst = est.peak_stage
     for stage in est.stages:
@@ -95,7 +100,9 @@ def simple_renderable(simple: SimpleEstimate) -> Group:
         f"rough range: {format_bytes(simple.rough_total_bytes, 'gib')} = weights + "
         f"{simple.reserve_gib:g} GiB reserve  [an assumption to verify, not a peak]"
     )
-    table = Table(title=f"format table (same {simple.reserve_gib:g} GiB reserve)", title_justify="left")
+    table = Table(
+        title=f"format table (same {simple.reserve_gib:g} GiB reserve)", title_justify="left"
+    )
     table.add_column("bits", justify="right")
     table.add_column("weights only", justify="right")
     table.add_column("GiB", justify="right")

@@ -105,8 +105,10 @@ def _switch_task(d: dict, spec: Spec, kind: str) -> None:
         d.get("placement", {}).pop("data_parallel_sharding", None)
         return
     d["lengths"] = {"seq_len": spec.lengths.context_tokens or 2048}
-    d["batch"] = {"micro_batch": batch.get("concurrency", batch.get("micro_batch", 1)),
-                  "grad_accum": batch.get("grad_accum", 1)}
+    d["batch"] = {
+        "micro_batch": batch.get("concurrency", batch.get("micro_batch", 1)),
+        "grad_accum": batch.get("grad_accum", 1),
+    }
     d.setdefault("training", dict(TRAINING_DEFAULTS))
     runtime.pop("kv_cache_dtype", None)
     runtime.pop("kv_block_tokens", None)
@@ -122,16 +124,25 @@ def _switch_task(d: dict, spec: Spec, kind: str) -> None:
 def use_model_dtype(
     spec: Spec, arch, keep_weight_format: bool = False, keep_kv_dtype: bool = False
 ) -> Spec:
-    """The built-in example is fp16; a real model given on the command line keeps its dtype
-    (for the weights unless --format chose one, and for the KV cache)."""
+    """The built-in example is fp16; a real model given on the command line keeps its dtype,
+    or the format its quantization_config declares (for the weights unless --format chose one,
+    and its dtype for the KV cache)."""
+    from vramtui.models.quantization import weights_from_quantization_config
+
     model_dtype = arch.default_dtype if arch.default_dtype in ("bf16", "fp16") else "bf16"
     d = spec_to_dict(spec)
     if not keep_weight_format and spec.weights.format in ("bf16", "fp16"):
-        d["weights"] = {"format": model_dtype}
+        stored = weights_from_quantization_config(arch.quantization_config)
+        d["weights"] = stored or {"format": model_dtype}
     runtime = d.get("runtime", {})
-    if not keep_kv_dtype and "kv_cache_dtype" in runtime and spec.runtime.kv_cache_dtype in (
-        "bf16",
-        "fp16",
+    if (
+        not keep_kv_dtype
+        and "kv_cache_dtype" in runtime
+        and spec.runtime.kv_cache_dtype
+        in (
+            "bf16",
+            "fp16",
+        )
     ):
         d["runtime"]["kv_cache_dtype"] = model_dtype
     new = spec_from_dict(d, source="the command line")

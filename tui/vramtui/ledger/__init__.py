@@ -56,13 +56,19 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
             items += kv_items(ctx)
             items += inference_items(ctx)
         items += overhead_items(ctx)
-    if p.gpus > 1 and p.tensor_parallel == 1 and p.pipeline_parallel == 1 and (
-        p.data_parallel_sharding == "none"
+    if (
+        p.gpus > 1
+        and p.tensor_parallel == 1
+        and p.pipeline_parallel == 1
+        and (p.data_parallel_sharding == "none")
     ):
         notes.append(
             f"{p.gpus} GPUs without tensor/pipeline parallelism or ZeRO/FSDP are {p.gpus} "
             "separate memories: each holds a full replica with the spec's batch"
         )
+    stored_note = _stored_format_note(spec, arch)
+    if stored_note:
+        notes.append(stored_note)
     label = arch.model_id if arch is not None else "bare parameter count"
     params = arch.param_count if arch is not None else spec.model.params
     return Estimate(
@@ -73,3 +79,27 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
         param_count=params,
         notes=tuple(notes),
     )
+
+
+def _stored_format_note(spec, arch) -> str:
+    """Say so when the spec's format is not the one the checkpoint declares."""
+    if arch is None or not arch.quantization_config:
+        return ""
+    from vramtui.models.quantization import (
+        describe_quantization,
+        weights_from_quantization_config,
+    )
+
+    stored = weights_from_quantization_config(arch.quantization_config)
+    what = describe_quantization(arch.quantization_config)
+    if stored is None:
+        return (
+            f"the checkpoint declares quantization {what}, which this ledger does not model; "
+            f"the weights are estimated as {spec.weights.format}"
+        )
+    if stored["format"] != spec.weights.format:
+        return (
+            f"the checkpoint is stored as {what} but the spec says {spec.weights.format}: "
+            "the estimate follows the spec; set [weights] to the stored format to match it"
+        )
+    return ""

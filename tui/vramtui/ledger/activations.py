@@ -19,8 +19,9 @@ VLLM_DEFAULT_BATCHED_TOKENS = 8192
 
 
 def _unknown(key: str, name: str, category: str, stages: tuple[str, ...], why: str) -> LedgerItem:
-    return LedgerItem(key=key, name=name, category=category, status=UNKNOWN, basis=why,
-                      stages=stages)
+    return LedgerItem(
+        key=key, name=name, category=category, status=UNKNOWN, basis=why, stages=stages
+    )
 
 
 BARE = "a bare parameter count has no hidden size, layers or vocabulary: give the model id or path"
@@ -36,13 +37,18 @@ def _mlp_width(arch) -> tuple[int, str]:
         width += arch.shared_expert_intermediate_size
         return width, (
             f"top-{arch.num_experts_per_tok} experts x {arch.moe_intermediate_size}"
-            + (f" + shared {arch.shared_expert_intermediate_size}"
-               if arch.shared_expert_intermediate_size else "")
+            + (
+                f" + shared {arch.shared_expert_intermediate_size}"
+                if arch.shared_expert_intermediate_size
+                else ""
+            )
         )
     return arch.intermediate_size, f"intermediate {arch.intermediate_size}"
 
 
-def layer_working_set_bytes(ctx: LedgerContext, tokens: int, seqs: int, seq_len: int) -> tuple[int, str]:
+def layer_working_set_bytes(
+    ctx: LedgerContext, tokens: int, seqs: int, seq_len: int
+) -> tuple[int, str]:
     """One layer's transient tensors during a no-grad forward over `tokens` tokens."""
     arch = ctx.arch
     b = ctx.act_bytes
@@ -92,8 +98,13 @@ def prefill_step_tokens(ctx: LedgerContext) -> tuple[int, int, str]:
 def inference_items(ctx: LedgerContext) -> list[LedgerItem]:
     if ctx.arch is None:
         return [
-            _unknown("activations.inference", "Activations (prefill/decode working set)",
-                     "activations", ("prefill", "decode"), BARE),
+            _unknown(
+                "activations.inference",
+                "Activations (prefill/decode working set)",
+                "activations",
+                ("prefill", "decode"),
+                BARE,
+            ),
             _unknown("logits.inference", "Logits", "logits", ("prefill", "decode"), BARE),
         ]
     spec = ctx.spec
@@ -184,7 +195,9 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     if kernel == "eager":
         scores = seqs * arch.num_attention_heads * s * s * (4 + b)
         total += scores
-        parts.append(f"eager scores {seqs} x {arch.num_attention_heads} x {s:,}^2 x (4 B softmax + {b} B)")
+        parts.append(
+            f"eager scores {seqs} x {arch.num_attention_heads} x {s:,}^2 x (4 B softmax + {b} B)"
+        )
     else:
         lse = seqs * arch.num_attention_heads * s * 4
         total += lse
@@ -204,10 +217,20 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     act_stages = ("forward", "backward")
     if ctx.arch is None:
         return [
-            _unknown("activations.training", "Activations saved for backward", "activations",
-                     act_stages, BARE),
-            _unknown("logits.training", "Logits and loss buffers", "logits",
-                     ("forward", "backward", "validation"), BARE),
+            _unknown(
+                "activations.training",
+                "Activations saved for backward",
+                "activations",
+                act_stages,
+                BARE,
+            ),
+            _unknown(
+                "logits.training",
+                "Logits and loss buffers",
+                "logits",
+                ("forward", "backward", "validation"),
+                BARE,
+            ),
         ]
     spec = ctx.spec
     arch = ctx.arch

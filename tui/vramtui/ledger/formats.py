@@ -64,7 +64,12 @@ def format_label(fmt: str, q: QuantParams) -> str:
 
 
 def linear_bytes(
-    fmt: str, in_features: int, out_features: int, has_bias: bool, q: QuantParams, bias_bytes: int = 2
+    fmt: str,
+    in_features: int,
+    out_features: int,
+    has_bias: bool,
+    q: QuantParams,
+    bias_bytes: int = 2,
 ) -> FormatBytes:
     """One Linear layer (weight [out, in] plus optional bias) stored in `fmt`."""
     n = in_features * out_features

@@ -51,7 +51,10 @@ def overhead_items(ctx: LedgerContext) -> list[LedgerItem]:
     items: list[LedgerItem] = []
     given = spec.headroom.cuda_context_bytes
     if given is not None:
-        ctx_bytes, ctx_why = given, f"{given:,} B as given in the spec (headroom.cuda_context_bytes)"
+        ctx_bytes, ctx_why = (
+            given,
+            f"{given:,} B as given in the spec (headroom.cuda_context_bytes)",
+        )
     else:
         ctx_bytes = ASSUMED_CUDA_CONTEXT_BYTES
         ctx_why = (

@@ -46,12 +46,14 @@ def describe(layout: GpuLayout, tp_sharded: bool, dp_sharded: bool, where: str =
         )
     if layout.tensor_parallel > 1:
         parts.append(
-            f"sharded by TP={layout.tensor_parallel}" if tp_sharded
+            f"sharded by TP={layout.tensor_parallel}"
+            if tp_sharded
             else f"replicated on each of TP={layout.tensor_parallel}"
         )
     if layout.data_parallel > 1:
         parts.append(
-            f"sharded over DP={layout.data_parallel}" if dp_sharded
+            f"sharded over DP={layout.data_parallel}"
+            if dp_sharded
             else f"one full copy per data-parallel replica (DP={layout.data_parallel})"
         )
     return "; ".join(parts) if parts else "whole on the GPU"

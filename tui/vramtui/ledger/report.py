@@ -21,7 +21,9 @@ def estimate_to_dict(est: Estimate, spec=None) -> dict:
                 "status": item.status,
                 "bytes": None if item.is_unknown else item.max_bytes,
                 "stage_bytes": dict(item.stage_bytes) if not item.is_unknown else None,
-                "per_gpu_max_bytes": None if item.is_unknown else [
+                "per_gpu_max_bytes": None
+                if item.is_unknown
+                else [
                     max(item.gpu_bytes_at(s, layout)[g] for s in item.stages)
                     for g in range(layout.gpus)
                 ],

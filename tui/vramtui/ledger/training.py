@@ -78,7 +78,9 @@ def trainable(ctx: LedgerContext) -> Trainable | None:
 
 
 def _unknown(key, name, category, stages, why):
-    return LedgerItem(key=key, name=name, category=category, status=UNKNOWN, basis=why, stages=stages)
+    return LedgerItem(
+        key=key, name=name, category=category, status=UNKNOWN, basis=why, stages=stages
+    )
 
 
 def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
@@ -129,13 +131,18 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
             category="gradients",
             status=ESTIMATED,
             basis=f"{n:,} trainable x {grad_b} B = {grads:,} B"
-            + ("; kept across micro-batches for gradient accumulation "
-               f"({spec.batch.grad_accum} steps)" if spec.batch.grad_accum > 1 else "")
+            + (
+                "; kept across micro-batches for gradient accumulation "
+                f"({spec.batch.grad_accum} steps)"
+                if spec.batch.grad_accum > 1
+                else ""
+            )
             + "; freed by zero_grad(set_to_none=True) after the step",
             stages=grad_stages,
             stage_bytes={s: grads for s in grad_stages},
-            distribution=distribution(ctx.layout, tp_share=tp_share,
-                                      dp_sharded=ctx.zero_shards("gradients")),
+            distribution=distribution(
+                ctx.layout, tp_share=tp_share, dp_sharded=ctx.zero_shards("gradients")
+            ),
         )
     )
     weight_fmt = spec.weights.format
@@ -151,8 +158,9 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
                 f"x 4 B = {master:,} B",
                 stages=("load",) + STEADY,
                 stage_bytes={s: master for s in ("load",) + STEADY},
-                distribution=distribution(ctx.layout, tp_share=tp_share,
-                                          dp_sharded=ctx.zero_shards("optimizer")),
+                distribution=distribution(
+                    ctx.layout, tp_share=tp_share, dp_sharded=ctx.zero_shards("optimizer")
+                ),
             )
         )
     states, states_why = optimizer_state_bytes(ctx, t)
@@ -167,8 +175,9 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
             "kept for every later step",
             stages=opt_stages,
             stage_bytes={s: states for s in opt_stages},
-            distribution=distribution(ctx.layout, tp_share=tp_share,
-                                      dp_sharded=ctx.zero_shards("optimizer")),
+            distribution=distribution(
+                ctx.layout, tp_share=tp_share, dp_sharded=ctx.zero_shards("optimizer")
+            ),
         )
     )
     step_tmp, step_why = optimizer_step_transient(ctx, t)
@@ -182,8 +191,9 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
                 basis=step_why,
                 stages=("optimizer_step",),
                 stage_bytes={"optimizer_step": step_tmp},
-                distribution=distribution(ctx.layout, tp_share=tp_share,
-                                          dp_sharded=ctx.zero_shards("optimizer")),
+                distribution=distribution(
+                    ctx.layout, tp_share=tp_share, dp_sharded=ctx.zero_shards("optimizer")
+                ),
             )
         )
     return items

@@ -71,9 +71,7 @@ def _group_distribution(ctx: LedgerContext, group: str, layer_params: list[int] 
         return distribution(layout, where="last", tp_share=share, dp_sharded=dp_sharded)
     tp_share = Fraction(1) if group in ("norm", "router", "other") else Fraction(1, ctx.tp)
     fractions = layer_fractions(layer_params, ctx.pp) if layer_params else None
-    return distribution(
-        layout, stage_fractions=fractions, tp_share=tp_share, dp_sharded=dp_sharded
-    )
+    return distribution(layout, stage_fractions=fractions, tp_share=tp_share, dp_sharded=dp_sharded)
 
 
 def _per_layer_params(ctx: LedgerContext, group: str) -> list[int]:
@@ -228,7 +226,11 @@ def _checkpoint_items(ctx: LedgerContext) -> list[LedgerItem] | None:
         return None
     stored = checkpoint_storage_format(ckpt)
     w = ctx.spec.weights
-    if stored is None or stored != w.format or any(v != w.format for v in w.group_overrides.values()):
+    if (
+        stored is None
+        or stored != w.format
+        or any(v != w.format for v in w.group_overrides.values())
+    ):
         return None
     stages = ctx.stages
     where = f"safetensors headers in {ckpt.directory} ({len(ckpt.files)} file(s))"

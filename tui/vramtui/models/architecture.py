@@ -101,7 +101,11 @@ class Architecture:
 
     @property
     def num_full_attention_layers(self) -> int:
-        return sum(1 for t in self.layer_attention if t == "full") if self.layer_attention else self.num_layers
+        return (
+            sum(1 for t in self.layer_attention if t == "full")
+            if self.layer_attention
+            else self.num_layers
+        )
 
     @property
     def num_sliding_layers(self) -> int:

@@ -39,5 +39,3 @@ def _local(path: Path, base_dir: Path | None):
 
 def looks_like_path(text: str) -> bool:
     return text.startswith((".", "/", "~")) or Path(text).expanduser().is_dir()
-
-
