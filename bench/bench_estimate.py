@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     head = [
         f"vramtui estimate benchmark, {dt.datetime.now().isoformat(timespec='seconds')}",
-        f"python {platform.python_version()} ({sys.executable}), {platform.platform()}, "
+        f"python {platform.python_version()}, {platform.system()} {platform.machine()}, "
         f"{os.cpu_count()} CPUs",
         "",
     ]

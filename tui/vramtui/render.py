@@ -29,15 +29,13 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
             f" · {layout.gpus} GPUs (TP={layout.tensor_parallel}, PP={layout.pipeline_parallel}, "
             f"DP={layout.data_parallel})"
         )
-    table = Table(title=title, title_justify="left", show_lines=explain)
+    table = Table(title=title, title_justify="left")
     table.add_column("item")
     table.add_column("status")
     table.add_column(
         f"{unit_label(unit)} (largest GPU)" if multi else unit_label(unit), justify="right"
     )
     table.add_column("stages")
-    if explain:
-        table.add_column("basis", overflow="fold", ratio=2)
     for item in est.items:
         if item.is_unknown:
             size = Text("unknown", style=STATUS_STYLE["unknown"])
@@ -50,8 +48,6 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
             size,
             ", ".join(STAGE_LABELS[s] for s in item.stages),
         ]
-        if explain:
-            row.append(item.basis + (f" [{item.distribution.description}]" if multi else ""))
         table.add_row(*row)
 
     totals = Table(title="totals (estimated, per GPU, known items only)", title_justify="left")
@@ -75,6 +71,8 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
         Text("sum of each item's maximum: a bound, not an observed peak", style="italic"),
     )
     parts = [table, totals]
+    if explain:
+        parts.append(_basis_list(est))
     if est.unknown_items:
         names = ", ".join(i.name for i in est.unknown_items)
         parts.append(Text(f"Not in any total (unknown): {names}", style=STATUS_STYLE["unknown"]))
@@ -83,6 +81,21 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
     if not explain:
         parts.append(Text("Add --explain for the formula behind every item.", style="dim"))
     return Group(*parts)
+
+
+def _basis_list(est: Estimate) -> Text:
+    """Each item's formula or evidence, full width, after the tables."""
+    text = Text()
+    text.append("basis of each item\n", style="bold")
+    multi = est.layout.gpus > 1
+    for item in est.items:
+        text.append(f"- {item.name} ", style="bold")
+        text.append(f"[{item.status}]", style=STATUS_STYLE[item.status])
+        text.append(f": {item.basis}")
+        if multi:
+            text.append(f" Placement: {item.distribution.description}.", style="dim")
+        text.append("\n")
+    return text
 
 
 def unit_label(unit: str) -> str:

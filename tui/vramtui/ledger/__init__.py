@@ -66,6 +66,8 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
             f"{p.gpus} GPUs without tensor/pipeline parallelism or ZeRO/FSDP are {p.gpus} "
             "separate memories: each holds a full replica with the spec's batch"
         )
+    if arch is not None:
+        notes.insert(0, f"architecture from {arch.source}")
     stored_note = _stored_format_note(spec, arch)
     if stored_note:
         notes.append(stored_note)

@@ -23,6 +23,14 @@ def _load_transient(ctx: LedgerContext) -> tuple[int, str]:
     arch = ctx.arch
     src_b = FLOAT_BYTES.get(arch.default_dtype, 2)
     fmt = ctx.spec.weights.format
+    prequantised = fmt in ("gptq", "awq", "gguf") or (
+        fmt == "fp8" and bool(arch.quantization_config)
+    )
+    if prequantised:
+        return 0, (
+            f"{fmt} checkpoints are quantised ahead of time and loaded as stored: no "
+            "conversion copy expected"
+        )
     if fmt not in ("fp32", "bf16", "fp16"):
         linears = [m for m in arch.modules() if m.kind == "linear" and m.group != "lm_head"]
         big = max(linears, key=lambda m: m.params)

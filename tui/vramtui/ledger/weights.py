@@ -128,7 +128,7 @@ def weight_items(ctx: LedgerContext) -> list[LedgerItem]:
                 status=ESTIMATED,
                 basis=(
                     f"{n:,} parameters x {per_param:.4g} B/param = {nbytes:,} B "
-                    f"({reasons[(group, fmt)]}; counts from {ctx.arch.source or 'the architecture'})"
+                    f"({reasons[(group, fmt)]})"
                 ),
                 stages=stages,
                 stage_bytes={s: nbytes for s in stages},

@@ -77,7 +77,7 @@ def load_catalog_file(path: Path) -> tuple[Architecture, tuple[str, ...]]:
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
         raise ModelError(f"catalogue file {path}: meta.aliases must be a list of names")
     _apply_nulls(config, meta.get("null_keys", []), path)
-    source = f"catalogue file {path} ({meta['source']})"
+    source = f"catalogue file {path.name} ({meta['source']})"
     arch = architecture_from_hf_config(config, model_id=hub_id, source=source)
     return arch, tuple(a.lower() for a in aliases)
 
