@@ -47,42 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=ESTIMATE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    est.add_argument("spec", nargs="?", help="workload spec (TOML); default: the seed example")
-    est.add_argument("--model", help="catalogue/Hub id or a local Hugging Face directory")
-    est.add_argument("--task", choices=TASK_CHOICES)
-    est.add_argument(
-        "--format",
-        dest="weight_format",
-        metavar="FORMAT",
-        help="weight format: fp32 bf16 fp16 fp8 int8 nf4 fp4 gptq awq gguf",
-    )
-    est.add_argument("--kv-dtype", choices=("fp32", "bf16", "fp16", "fp8"))
-    est.add_argument(
-        "--seq",
-        type=int,
-        metavar="N",
-        help="training sequence length, or the prompt length for inference",
-    )
-    est.add_argument("--generate", type=int, metavar="N", help="generated tokens (inference)")
-    est.add_argument(
-        "--batch",
-        type=int,
-        metavar="N",
-        help="concurrent sequences (inference) or micro-batch (training)",
-    )
-    est.add_argument("--grad-accum", type=int, metavar="N")
-    est.add_argument("--gpus", type=int, metavar="N")
-    est.add_argument("--tp", type=int, metavar="N", help="tensor-parallel degree")
-    est.add_argument("--pp", type=int, metavar="N", help="pipeline-parallel degree")
-    est.add_argument("--sharding", choices=("none", "zero1", "zero2", "zero3", "fsdp"))
-    est.add_argument("--attention", choices=("flash", "sdpa", "eager"))
-    est.add_argument("--engine", choices=("transformers", "vllm", "tgi", "llama.cpp", "other"))
-    est.add_argument("--checkpointing", choices=("none", "full", "selective"))
-    est.add_argument(
-        "--optimizer", choices=("adamw", "adamw_8bit", "sgd", "sgd_momentum", "adafactor")
-    )
-    est.add_argument("--lora-rank", type=int, metavar="R")
-    est.add_argument("--lora-targets", metavar="A,B", help="comma-separated module names")
+    _add_spec_args(est)
     est.add_argument("--params", metavar="N", help="simple mode: bare parameter count (7e9)")
     est.add_argument("--bits", type=float, metavar="B", help="simple mode: bits per parameter")
     est.add_argument(
@@ -91,15 +56,83 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="X",
         help="simple mode: a chosen reserve in GiB (an assumption to verify)",
     )
-    est.add_argument("--units", choices=UNIT_CHOICES, default="gib")
-    est.add_argument("--catalog", metavar="DIR", help="a catalogue directory with models/")
     est.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
     est.add_argument("--explain", action="store_true", help="show the basis of every item")
+
+    sl = sub.add_parser(
+        "shortlist",
+        help="classify rental offers: fit / needs verification / excluded, rank the fit",
+        description="Every requirement of every catalogue offer is fit, needs verification or "
+        "excluded, with its evidence; only all-fit candidates are ranked (total package cost, "
+        "effective margin, documented lead time).",
+        epilog=ESTIMATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_spec_args(sl)
+    sl.add_argument(
+        "--days",
+        type=float,
+        metavar="N",
+        help="campaign length in days (default: campaign.days in the spec)",
+    )
+    sl.add_argument("--today", metavar="YYYY-MM-DD", help="plan from this date (default: today)")
+    sl.add_argument("--detail", metavar="OFFER_ID", help="show one candidate's evidence")
+    sl.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
+
+    gp = sub.add_parser("gpus", help="list the GPU catalogue with capacity figures and sources")
+    gp.add_argument("--catalog", metavar="DIR", help="a catalogue directory (gpus/, offers/)")
+    of = sub.add_parser("offers", help="list the rental offers in the catalogue")
+    of.add_argument("--catalog", metavar="DIR", help="a catalogue directory (gpus/, offers/)")
 
     models = sub.add_parser("models", help="list the model catalogue")
     models.add_argument("query", nargs="?", help="substring to filter ids")
     models.add_argument("--catalog", metavar="DIR")
     return parser
+
+
+def _add_spec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", nargs="?", help="workload spec (TOML); default: the seed example")
+    p.add_argument("--model", help="catalogue/Hub id or a local Hugging Face directory")
+    p.add_argument("--task", choices=TASK_CHOICES)
+    p.add_argument(
+        "--format",
+        dest="weight_format",
+        metavar="FORMAT",
+        help="weight format: fp32 bf16 fp16 fp8 int8 nf4 fp4 gptq awq gguf",
+    )
+    p.add_argument("--kv-dtype", choices=("fp32", "bf16", "fp16", "fp8"))
+    p.add_argument(
+        "--seq",
+        type=int,
+        metavar="N",
+        help="training sequence length, or the prompt length for inference",
+    )
+    p.add_argument("--generate", type=int, metavar="N", help="generated tokens (inference)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        metavar="N",
+        help="concurrent sequences (inference) or micro-batch (training)",
+    )
+    p.add_argument("--grad-accum", type=int, metavar="N")
+    p.add_argument("--gpus", type=int, metavar="N")
+    p.add_argument("--tp", type=int, metavar="N", help="tensor-parallel degree")
+    p.add_argument("--pp", type=int, metavar="N", help="pipeline-parallel degree")
+    p.add_argument("--sharding", choices=("none", "zero1", "zero2", "zero3", "fsdp"))
+    p.add_argument("--attention", choices=("flash", "sdpa", "eager"))
+    p.add_argument("--engine", choices=("transformers", "vllm", "tgi", "llama.cpp", "other"))
+    p.add_argument("--checkpointing", choices=("none", "full", "selective"))
+    p.add_argument(
+        "--optimizer", choices=("adamw", "adamw_8bit", "sgd", "sgd_momentum", "adafactor")
+    )
+    p.add_argument("--lora-rank", type=int, metavar="R")
+    p.add_argument("--lora-targets", metavar="A,B", help="comma-separated module names")
+    p.add_argument("--units", choices=UNIT_CHOICES, default="gib")
+    p.add_argument(
+        "--catalog",
+        metavar="DIR",
+        help="a catalogue directory (models/, gpus/, offers/) over the built-ins",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_estimate(args)
         if args.command == "models":
             return cmd_models(args)
+        if args.command == "shortlist":
+            return cmd_shortlist(args)
+        if args.command == "gpus":
+            return cmd_gpus(args)
+        if args.command == "offers":
+            return cmd_offers(args)
         # No command: the built-in seed example (the app takes this place when it lands).
         return cmd_estimate(parser.parse_args(["estimate"]))
     except VramtuiError as exc:
@@ -122,15 +161,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _catalog_dir(args) -> Path | None:
-    if not args.catalog:
+    """The user's models/ directory, searched before the built-in model catalogue."""
+    if not getattr(args, "catalog", None):
         return None
-    d = Path(args.catalog).expanduser()
-    return d / "models" if (d / "models").is_dir() else d
+    models = Path(args.catalog).expanduser() / "models"
+    return models if models.is_dir() else None
 
 
-def cmd_estimate(args) -> int:
-    if args.params is not None or args.bits is not None or args.headroom_gib is not None:
-        return _simple_mode(args)
+def _spec_and_estimate(args):
+    """The spec (file or built-in, with overrides), its architecture and its estimate."""
     from vramtui.ledger import estimate
     from vramtui.models.resolve import resolve_model
     from vramtui.spec import validate_against_architecture
@@ -148,16 +187,127 @@ def cmd_estimate(args) -> int:
         )
     if arch is not None:
         validate_against_architecture(spec, arch, args.spec or "the command line")
-    est = estimate(spec, arch, checkpoint)
+    return spec, arch, estimate(spec, arch, checkpoint)
+
+
+def cmd_estimate(args) -> int:
+    if args.bits is not None or args.headroom_gib is not None or args.params is not None:
+        return _simple_mode(args)
+    spec, _, est = _spec_and_estimate(args)
     if args.json:
         from vramtui.ledger.report import estimate_to_dict
 
-        json.dump(estimate_to_dict(est, spec), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        _print_json(estimate_to_dict(est, spec))
         return 0
     from vramtui.render import estimate_renderable, print_renderable
 
     print_renderable(estimate_renderable(est, args.units, args.explain))
+    return 0
+
+
+def _print_json(data) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def _load_catalog(args):
+    from vramtui.catalog import load_catalog
+
+    catalog = load_catalog(args.catalog)
+    for problem in catalog.problems:
+        print(f"vramtui: warning: {problem}", file=sys.stderr)
+    return catalog
+
+
+def cmd_shortlist(args) -> int:
+    import datetime
+
+    from vramtui.errors import SpecError
+    from vramtui.shortlist import shortlist, shortlist_to_dict
+
+    today = None
+    if args.today:
+        try:
+            today = datetime.date.fromisoformat(args.today)
+        except ValueError:
+            raise SpecError(
+                f"--today must be a date such as 2026-12-10, got {args.today!r}"
+            ) from None
+    if args.days is not None and not (0 < args.days < 10_000):
+        raise SpecError(f"--days must be a positive number of days, got {args.days:g}")
+    spec, arch, est = _spec_and_estimate(args)
+    catalog = _load_catalog(args)
+    sl = shortlist(spec, est, catalog, arch=arch, days=args.days, today=today)
+    if args.json:
+        _print_json(shortlist_to_dict(sl))
+        return 0
+    from vramtui.render import print_renderable, shortlist_renderable
+
+    print_renderable(shortlist_renderable(sl, est, args.units, args.detail))
+    return 0
+
+
+def cmd_gpus(args) -> int:
+    from rich.table import Table
+
+    from vramtui.render import print_renderable
+    from vramtui.units import format_bytes
+
+    catalog = _load_catalog(args)
+    t = Table(title="GPU catalogue (GB = 10^9 B, GiB = 2^30 B)", title_justify="left")
+    for col in ("id", "name", "arch", "nominal", "NVML total", "CUDA total", "formats"):
+        t.add_column(col)
+
+    def fig(f):
+        if f is None:
+            return "not catalogued"
+        return f"{f.as_written} = {format_bytes(f.bytes)}" + ("" if f.verified else " (unverified)")
+
+    for g in sorted(catalog.gpus.values(), key=lambda g: g.id):
+        t.add_row(
+            g.id,
+            g.name,
+            g.architecture,
+            g.nominal.as_written,
+            fig(g.nvml_total),
+            fig(g.cuda_total),
+            " ".join(g.formats),
+        )
+    print_renderable(t)
+    return 0
+
+
+def cmd_offers(args) -> int:
+    from rich.table import Table
+
+    from vramtui.render import print_renderable
+
+    catalog = _load_catalog(args)
+    t = Table(title="rental offers (prices for the whole package)", title_justify="left")
+    for col in ("id", "provider", "cards", "host", "plans", "lead time"):
+        t.add_column(col)
+    for o in sorted(catalog.offers.values(), key=lambda o: o.id):
+        host = (
+            ", ".join(
+                x
+                for x in (
+                    f"{o.host_ram_gb:g} GB RAM" if o.host_ram_gb is not None else "",
+                    f"{o.vcpus} vCPU" if o.vcpus is not None else "",
+                    f"{o.disk_gb:g} GB disk" if o.disk_gb is not None else "",
+                )
+                if x
+            )
+            or "not documented"
+        )
+        plans = "; ".join(f"{p.name}: {p.price:,.2f} {p.currency}" for p in o.plans)
+        lead = (
+            f"{o.schedule.lead_time_hours:g} h"
+            if o.schedule and o.schedule.lead_time_hours is not None
+            else "not documented"
+        )
+        link = f" ({o.interconnect})" if o.interconnect else ""
+        t.add_row(o.id, o.provider, f"{o.gpu_count} x {o.gpu}{link}", host, plans, lead)
+    print_renderable(t)
     return 0
 
 
@@ -191,8 +341,7 @@ def _simple_mode(args) -> int:
     if args.json:
         from vramtui.ledger.report import simple_to_dict
 
-        json.dump(simple_to_dict(simple), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        _print_json(simple_to_dict(simple))
         return 0
     from vramtui.render import print_renderable, simple_renderable
 

@@ -15,3 +15,7 @@ class SpecError(VramtuiError):
 
 class ModelError(VramtuiError):
     """A model that cannot be found or whose architecture cannot be read."""
+
+
+class CatalogError(VramtuiError):
+    """A GPU or offer catalogue file that is malformed."""

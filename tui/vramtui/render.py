@@ -134,3 +134,136 @@ def simple_renderable(simple: SimpleEstimate) -> Group:
 
 def print_renderable(renderable, width: int | None = None) -> None:
     Console(width=width).print(renderable)
+
+
+SHORTLIST_STYLE = {"fit": "green", "needs_verification": "yellow", "excluded": "red"}
+
+
+def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | None = None) -> Group:
+    from vramtui.shortlist import EXCLUDED, FIT, VERIFY
+
+    parts = []
+    head = Text()
+    head.append("Shortlist for ", style="bold")
+    head.append(sl.estimate_scope)
+    head.append(
+        f"\nworst stage {STAGE_LABELS[est.peak_stage]}: {format_bytes(est.peak_bytes, unit)} per "
+        f"GPU (estimated); campaign {sl.days:g} day(s) ({sl.days_source})"
+    )
+    parts.append(head)
+
+    fits = sl.with_status(FIT)
+    t = Table(
+        title=f"fit — ranked by total cost ({sl.currency or '-'}), then margin, then lead time",
+        title_justify="left",
+        title_style=SHORTLIST_STYLE[FIT],
+    )
+    for col in ("#", "offer", "cards", "total cost", "margin at worst stage", "lead time"):
+        t.add_column(col, justify="right" if col in ("#", "total cost") else "left")
+    for c in fits:
+        t.add_row(
+            str(c.rank),
+            f"{c.offer.title} ({c.offer.provider})",
+            f"{c.offer.gpu_count} x {c.gpu.id} {c.offer.interconnect or ''}".strip(),
+            c.cost.describe() if c.cost else "no price",
+            f"{format_bytes(c.effective_margin_bytes, unit)} ({c.effective_margin_fraction:.0%})",
+            f"{c.lead_time_hours:g} h" if c.lead_time_hours is not None else "not documented",
+        )
+    parts.append(
+        t if fits else Text("No candidate is fit on every requirement.", style=SHORTLIST_STYLE[FIT])
+    )
+
+    verify = sl.with_status(VERIFY)
+    if verify:
+        v = Table(
+            title="needs verification — not ranked; what to check",
+            title_justify="left",
+            title_style=SHORTLIST_STYLE[VERIFY],
+        )
+        v.add_column("offer")
+        v.add_column("total cost", justify="right")
+        v.add_column("conditions", overflow="fold", ratio=2)
+        for c in verify:
+            v.add_row(
+                f"{c.offer.title} ({c.offer.id})",
+                c.cost.describe() if c.cost else "no price",
+                Text("\n".join(f"{r.name}: {r.condition}" for r in c.conditions)),
+            )
+        parts.append(v)
+    excluded = sl.with_status(EXCLUDED)
+    if excluded:
+        x = Table(
+            title="excluded — the failing requirement",
+            title_justify="left",
+            title_style=SHORTLIST_STYLE[EXCLUDED],
+        )
+        x.add_column("offer")
+        x.add_column("failing requirement", overflow="fold", ratio=2)
+        for c in excluded:
+            x.add_row(
+                Text(f"{c.offer.title} ({c.offer.id})"),
+                Text("\n".join(f"{r.name}: {r.detail}" for r in c.failing)),
+            )
+        parts.append(x)
+    if detail:
+        match = [c for c in sl.candidates if c.offer.id == detail]
+        if match:
+            parts.append(candidate_detail(match[0]))
+        else:
+            parts.append(Text(f"No offer with id {detail!r}.", style="red"))
+    for p in sl.problems:
+        parts.append(Text(f"catalogue: {p}", style="red"))
+    parts.append(
+        Text(
+            "Price says nothing about speed. Statuses follow the seed: fit (evidence confirms it "
+            "within its scope), needs verification (no evidence), excluded (an established "
+            "failure). Add --detail OFFER_ID for one candidate's evidence.",
+            style="dim",
+        )
+    )
+    return Group(*parts)
+
+
+def candidate_detail(c) -> Group:
+    """One candidate: each requirement with what was compared and its evidence, then the
+    offer's own evidence once (every offer-based requirement rests on it)."""
+    from vramtui.shortlist import STATUS_LABELS
+
+    t = Table(
+        title=f"{c.offer.title} — {c.offer.provider} ({c.offer.id}): {STATUS_LABELS[c.status]}",
+        title_justify="left",
+        show_lines=True,
+    )
+    t.add_column("requirement")
+    t.add_column("status")
+    t.add_column("what was compared / evidence", overflow="fold", ratio=3)
+    for r in c.requirements:
+        lines = [r.detail]
+        if r.condition:
+            lines.append(f"to verify: {r.condition}")
+        for e in r.evidence:
+            if e["kind"] == "offer":
+                continue
+            lines.append(
+                f"[{e['kind']}] {e['claim']} — {e['source']} ({e['version']}; scope: {e['scope']})"
+            )
+        if any(e["kind"] == "offer" for e in r.evidence):
+            lines.append("[offer] see the offer's evidence below")
+        t.add_row(
+            Text(r.name),
+            Text(STATUS_LABELS[r.status], style=SHORTLIST_STYLE[r.status]),
+            Text("\n".join(lines)),
+        )
+    for p in c.preferences:
+        met = {True: "met", False: "not met", None: "unknown"}[p.met]
+        t.add_row(
+            Text(p.name), Text(met), Text(p.detail + " (a preference never changes the status)")
+        )
+    ev = Text()
+    ev.append("offer evidence\n", style="bold")
+    for e in c.offer.evidence:
+        ev.append(
+            f"- {e.claim}\n  source: {e.source}\n  version: {e.version}; "
+            f"date: {e.date or 'not given'}\n  scope: {e.scope}\n"
+        )
+    return Group(t, ev)

@@ -19,6 +19,7 @@ Rules this module enforces:
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import math
 import os
@@ -98,6 +99,7 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "placement",
         "quality",
         "headroom",
+        "campaign",
     ),
     "model": ("id", "path", "params", "revision"),
     "task": ("kind", "lora"),
@@ -117,6 +119,8 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
     "placement": ("gpus", "tensor_parallel", "pipeline_parallel", "data_parallel_sharding"),
     "quality": ("metric", "threshold", "note"),
     "headroom": ("mode", "reserve_gib", "reason", "cuda_context_bytes", "margin_fraction"),
+    "campaign": ("days", "budget", "currency", "start_by", "software"),
+    "campaign.software": ("image", "driver", "cuda", "required"),
 }
 
 # A TOML value to show in "add ... = VALUE" hints for required keys.
@@ -126,6 +130,7 @@ _EXAMPLES = {
     "task.lora.rank": "16",
     "task.lora.targets": '["q_proj", "v_proj"]',
     "weights.format": '"bf16"',
+    "campaign.currency": '"USD"',
     "weights.double_quant": "true",
     "weights.bits": "4",
     "weights.group_size": "128",
@@ -320,6 +325,27 @@ class Headroom:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SoftwareRequest:
+    """The environment asked for when ordering: a preference unless `required`."""
+
+    image: str | None = None
+    driver: str | None = None  # minimum driver version, e.g. "535"
+    cuda: str | None = None  # minimum CUDA version, e.g. "12.1"
+    required: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Campaign:
+    """What renting is for: duration, budget, when the machine is needed, software asked for."""
+
+    days: float | None = None  # campaign duration; `shortlist --days` overrides
+    budget: float | None = None  # total package budget in `currency`
+    currency: str | None = None  # ISO code, required with budget
+    start_by: datetime.date | None = None  # the machine must be usable by this date
+    software: SoftwareRequest | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Spec:
     schema_version: int = SCHEMA_VERSION
     name: str = ""
@@ -334,6 +360,7 @@ class Spec:
     placement: Placement
     quality: tuple[QualityCriterion, ...] = ()
     headroom: Headroom
+    campaign: Campaign = Campaign()
 
     def __post_init__(self) -> None:
         if isinstance(self.quality, list):
@@ -607,6 +634,7 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
         placement=_parse_placement(root, kind),
         quality=_parse_quality(root),
         headroom=_parse_headroom(root),
+        campaign=_parse_campaign(root),
     )
     return spec
 
@@ -1022,6 +1050,46 @@ def _parse_headroom(root: _Table) -> Headroom:
     )
 
 
+def _parse_campaign(root: _Table) -> Campaign:
+    t = root.table("campaign")
+    if t is None:
+        return Campaign()
+    t.check_keys()
+    days = t.number("days")
+    if days is not None and days <= 0:
+        raise t.out_of_range("days", "> 0", days, "give the campaign length in days, e.g. days = 3")
+    budget = t.number("budget")
+    if budget is not None and budget < 0:
+        raise t.out_of_range("budget", ">= 0", budget, "give the total budget, e.g. budget = 100")
+    currency = t.string(
+        "currency", required=budget is not None, why=" with campaign.budget", nonempty=True
+    )
+    if currency is not None and not re.fullmatch(r"[A-Z]{3}", currency):
+        raise t.out_of_range("currency", "a 3-letter ISO code", currency, 'e.g. currency = "USD"')
+    start_by = t.data.get("start_by")
+    if start_by is not None and (
+        not isinstance(start_by, datetime.date) or isinstance(start_by, datetime.datetime)
+    ):
+        raise t.wrong_type("start_by", "a TOML date such as 2026-12-10", start_by)
+    software = None
+    st = t.table("software")
+    if st is not None:
+        st.check_keys()
+        software = SoftwareRequest(
+            image=st.string("image", nonempty=True),
+            driver=st.string("driver", nonempty=True),
+            cuda=st.string("cuda", nonempty=True),
+            required=bool(_or_default(st.boolean("required"), False)),
+        )
+    return Campaign(
+        days=float(days) if days is not None else None,
+        budget=float(budget) if budget is not None else None,
+        currency=currency,
+        start_by=start_by,
+        software=software,
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Spec -> dict / TOML text
 # --------------------------------------------------------------------------------------------
@@ -1111,6 +1179,17 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
             "margin_fraction": h.margin_fraction,
         }
     )
+    c = spec.campaign
+    campaign = _drop_none(
+        {"days": c.days, "budget": c.budget, "currency": c.currency, "start_by": c.start_by}
+    )
+    if c.software is not None:
+        sw = c.software
+        campaign["software"] = _drop_none(
+            {"image": sw.image, "driver": sw.driver, "cuda": sw.cuda, "required": sw.required}
+        )
+    if campaign:
+        out["campaign"] = campaign
     if spec.quality:
         out["quality"] = [
             _drop_none({"metric": q.metric, "threshold": q.threshold, "note": q.note or None})

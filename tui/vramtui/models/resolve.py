@@ -19,7 +19,12 @@ def resolve_model(ref, base_dir: Path | None = None, catalog_dir: Path | None = 
         return _local(Path(ref.path), base_dir)
     from vramtui.models.registry import find_model
 
-    return find_model(ref.id, catalog_dir), None
+    if catalog_dir is not None:
+        try:
+            return find_model(ref.id, catalog_dir), None
+        except ModelError:
+            pass  # not among the user's models: the built-in catalogue decides
+    return find_model(ref.id), None
 
 
 def _local(path: Path, base_dir: Path | None):

@@ -1,0 +1,765 @@
+"""The seed's decision procedure: every requirement of every candidate is fit, needs
+verification or excluded, with its evidence; only all-fit candidates are ranked.
+
+Ranking: total package cost for the campaign, then effective margin at the worst stage, then
+the documented schedule. Preferences (a software image that is not required) are reported but
+never change a status: a preference cannot rescue an excluded candidate. Price says nothing
+about speed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from vramtui import __version__
+from vramtui.catalog import Catalog, Gpu, Offer, Plan
+from vramtui.ledger.formats import FLOAT_BYTES
+from vramtui.ledger.items import STAGE_LABELS, Estimate
+from vramtui.units import format_bytes
+
+FIT = "fit"
+VERIFY = "needs_verification"
+EXCLUDED = "excluded"
+STATUS_ORDER = {FIT: 0, VERIFY: 1, EXCLUDED: 2}
+STATUS_LABELS = {FIT: "fit", VERIFY: "needs verification", EXCLUDED: "excluded"}
+
+BNB_FORMATS = ("nf4", "fp4", "int8")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    name: str
+    status: str  # fit | needs_verification | excluded
+    detail: str  # one line: what was compared
+    evidence: tuple[dict, ...] = ()  # {kind, claim, source, version, scope}
+    condition: str = ""  # for needs_verification: exactly what to check
+
+
+@dataclass(frozen=True)
+class Preference:
+    name: str
+    met: bool | None  # None: cannot be told from the offer
+    detail: str
+
+
+@dataclass(frozen=True)
+class Cost:
+    total: float
+    currency: str
+    purchases: tuple[tuple[str, int], ...]  # (plan name, how many)
+    hours_covered: float
+
+    def describe(self) -> str:
+        parts = " + ".join(f"{n} x {name}" for name, n in self.purchases)
+        return f"{self.total:,.2f} {self.currency} ({parts}, covers {self.hours_covered:g} h)"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    offer: Offer
+    gpu: Gpu
+    status: str
+    requirements: tuple[Requirement, ...]
+    preferences: tuple[Preference, ...]
+    cost: Cost | None
+    usable_bytes: int
+    peak_gpu_bytes: int
+    effective_margin_bytes: int
+    rank: int | None = None
+
+    @property
+    def effective_margin_fraction(self) -> float:
+        return self.effective_margin_bytes / self.usable_bytes if self.usable_bytes else 0.0
+
+    @property
+    def failing(self) -> list[Requirement]:
+        return [r for r in self.requirements if r.status == EXCLUDED]
+
+    @property
+    def conditions(self) -> list[Requirement]:
+        return [r for r in self.requirements if r.status == VERIFY]
+
+    @property
+    def lead_time_hours(self) -> float | None:
+        s = self.offer.schedule
+        return s.lead_time_hours if s else None
+
+
+@dataclass(frozen=True)
+class Shortlist:
+    candidates: tuple[Candidate, ...]  # ranked fits, then needs verification, then excluded
+    days: float
+    days_source: str
+    currency: str | None
+    estimate_scope: str
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+    def with_status(self, status: str) -> list[Candidate]:
+        return [c for c in self.candidates if c.status == status]
+
+
+# ------------------------------------------------------------------------------------- cost
+
+
+@lru_cache(maxsize=4096)
+def cheapest_cover(plans: tuple[Plan, ...], hours: int) -> Cost | None:
+    """The cheapest combination of plan purchases whose hours cover `hours` (one currency)."""
+    if not plans:
+        return None
+    currency = plans[0].currency
+    plans = tuple(p for p in plans if p.currency == currency)
+    # best[h]: (cost, purchase counts) covering at least h hours
+    best: list[tuple[float, tuple[int, ...]]] = [(0.0, (0,) * len(plans))]
+    for h in range(1, hours + 1):
+        options = []
+        for i, p in enumerate(plans):
+            prev_cost, prev_counts = best[max(0, h - math.ceil(p.hours))]
+            counts = tuple(c + (1 if j == i else 0) for j, c in enumerate(prev_counts))
+            options.append((round(prev_cost + p.price, 6), counts))
+        best.append(min(options, key=lambda o: (o[0], sum(o[1]))))
+    total, counts = best[hours]
+    purchases = tuple((p.name, n) for p, n in zip(plans, counts) if n)
+    covered = sum(p.hours * n for p, n in zip(plans, counts))
+    return Cost(round(total, 2), currency, purchases, covered)
+
+
+# ---------------------------------------------------------------------------- requirements
+
+
+def _estimate_evidence(est: Estimate, scope: str) -> dict:
+    return {
+        "kind": "estimate",
+        "claim": f"worst stage {STAGE_LABELS[est.peak_stage]}: "
+        f"{format_bytes(est.peak_bytes)} on the most loaded GPU",
+        "source": f"vramtui ledger {__version__}",
+        "version": __version__,
+        "scope": scope,
+    }
+
+
+def _figure_evidence(gpu: Gpu, fig) -> dict:
+    return {
+        "kind": "catalogue",
+        "claim": f"{gpu.name} {fig.quantity.replace('_', ' ')} = {fig.as_written}",
+        "source": fig.source or "no source given",
+        "version": gpu.file,
+        "scope": "verified figure" if fig.verified else "unverified figure",
+    }
+
+
+def _offer_evidence(offer: Offer) -> tuple[dict, ...]:
+    return tuple(
+        {
+            "kind": "offer",
+            "claim": e.claim,
+            "source": e.source,
+            "version": e.version,
+            "scope": e.scope,
+            "date": e.date.isoformat() if e.date else None,
+        }
+        for e in offer.evidence
+    )
+
+
+def memory_requirement(est: Estimate, spec, offer: Offer, gpu: Gpu, scope: str):
+    """Per-GPU memory of the worst stage against the card's usable bytes with the margin."""
+    peak = est.peak_bytes
+    fig = gpu.usable()
+    usable = fig.bytes
+    margin = spec.headroom.margin_fraction
+    allowed = int(usable * (1 - margin))
+    need_gpus = spec.placement.gpus
+    evidence = (_estimate_evidence(est, scope), _figure_evidence(gpu, fig))
+    compare = (
+        f"{format_bytes(peak)} per GPU at {STAGE_LABELS[est.peak_stage]} vs "
+        f"{format_bytes(usable)} usable ({fig.quantity.replace('_', ' ')} {fig.as_written})"
+        + (f" less a {margin:.0%} margin = {format_bytes(allowed)}" if margin else "")
+    )
+    if peak > usable:
+        detail = f"does not fit: {compare}"
+        if need_gpus == 1 and offer.gpu_count > 1:
+            detail += (
+                f"; {offer.gpu_count} cards with no placement are {offer.gpu_count} separate "
+                "memories, not one: set tensor/pipeline parallelism or ZeRO/FSDP in the spec"
+            )
+        return (
+            Requirement("memory", "memory per GPU at the worst stage", EXCLUDED, detail, evidence),
+            usable,
+            peak,
+        )
+    conditions = []
+    if est.unknown_items:
+        conditions.append(
+            "measure the unknown items (" + ", ".join(i.name for i in est.unknown_items) + ")"
+        )
+    if fig.quantity != "cuda_total":
+        conditions.append(
+            f"the allocatable total of the {gpu.name} is not catalogued (only its "
+            f"{fig.quantity.replace('_', ' ')}): read torch.cuda.mem_get_info() on the node"
+        )
+    elif not fig.verified:
+        conditions.append(f"confirm the {gpu.name} total ({fig.as_written}) on the node")
+    if peak > allowed:
+        conditions.append(f"the estimate is inside the {margin:.0%} margin: measure the peak")
+    if conditions:
+        return (
+            Requirement(
+                "memory",
+                "memory per GPU at the worst stage",
+                VERIFY,
+                f"fits on paper: {compare}",
+                evidence,
+                "; ".join(conditions),
+            ),
+            usable,
+            peak,
+        )
+    return (
+        Requirement(
+            "memory", "memory per GPU at the worst stage", FIT, f"fits: {compare}", evidence
+        ),
+        usable,
+        peak,
+    )
+
+
+def length_requirement(spec, arch) -> Requirement:
+    need = spec.lengths.context_tokens
+    if arch is None:
+        return Requirement(
+            "length",
+            "required length and batch kept",
+            FIT,
+            f"{need:,} tokens, estimated at the spec's full length and batch; "
+            "a bare parameter count states no context limit",
+        )
+    limit = arch.max_position_embeddings
+    ev = (
+        {
+            "kind": "catalogue",
+            "claim": f"max_position_embeddings = {limit:,}",
+            "source": arch.source,
+            "version": arch.model_id,
+            "scope": "model config",
+        },
+    )
+    if need > limit:
+        return Requirement(
+            "length",
+            "required length and batch kept",
+            EXCLUDED,
+            f"{need:,} tokens needed, the model is configured for {limit:,}",
+            ev,
+        )
+    return Requirement(
+        "length",
+        "required length and batch kept",
+        FIT,
+        f"{need:,} of {limit:,} tokens; the estimate keeps the full length and "
+        "batch (no candidate is judged at a shorter context)",
+        ev,
+    )
+
+
+def _cc(gpu: Gpu) -> tuple[int, int]:
+    return gpu.compute_capability or (0, 0)
+
+
+def format_requirement(spec, gpu: Gpu) -> Requirement:
+    """Weight formats, KV dtype and attention kernel against what the hardware runs."""
+    excluded, verify, fine = [], [], []
+    formats = set(spec.weights.formats_used)
+    dtypes = {f for f in formats if f in FLOAT_BYTES}
+    if spec.runtime.kv_cache_dtype:
+        kv = spec.runtime.kv_cache_dtype
+    else:
+        kv = None
+    arch_name = f"{gpu.name} ({gpu.architecture}" + (
+        f", compute capability {gpu.compute_capability[0]}.{gpu.compute_capability[1]})"
+        if gpu.compute_capability
+        else ")"
+    )
+    for f in sorted(dtypes | ({kv} if kv and kv != "fp8" else set())):
+        if f in ("bf16", "fp8") and f not in gpu.formats:
+            need = "Ampere or newer" if f == "bf16" else "Ada, Hopper or newer"
+            excluded.append(f"{f} needs {need}; {arch_name} has no native {f}")
+        else:
+            fine.append(f)
+    if kv == "fp8":
+        if "fp8" in gpu.formats:
+            fine.append("fp8 KV cache")
+        else:
+            verify.append(
+                "fp8 KV cache without fp8 hardware: check the engine supports it "
+                "as storage-only on this card"
+            )
+    for f in sorted(formats - dtypes):
+        if f in BNB_FORMATS:
+            if gpu.vendor != "nvidia":
+                verify.append(f"bitsandbytes {f} needs CUDA; on {gpu.vendor} check a ROCm build")
+            else:
+                fine.append(f"{f} (bitsandbytes, CUDA)")
+        elif f in ("gptq", "awq"):
+            if gpu.vendor != "nvidia" or _cc(gpu) < (7, 5):
+                verify.append(f"{f} kernels on {arch_name}: check the engine supports them")
+            else:
+                fine.append(f)
+        elif f == "gguf":
+            if gpu.vendor == "nvidia":
+                fine.append("gguf (llama.cpp)")
+            else:
+                verify.append("gguf on ROCm: check the llama.cpp build")
+    if spec.runtime.attention == "flash":
+        if gpu.vendor == "nvidia" and _cc(gpu) < (8, 0):
+            excluded.append(
+                f"FlashAttention-2 needs Ampere or newer; {arch_name} would fall "
+                "back to another kernel with different memory"
+            )
+        elif gpu.vendor != "nvidia":
+            verify.append("flash attention on ROCm: check the engine's kernel for this card")
+        else:
+            fine.append("flash attention")
+    ev = (
+        {
+            "kind": "catalogue",
+            "claim": f"{gpu.name} formats: {', '.join(gpu.formats)}",
+            "source": gpu.spec_source,
+            "version": gpu.file,
+            "scope": "vendor datasheet",
+        },
+    )
+    name = "weight format, KV dtype and attention kernel on this hardware"
+    if excluded:
+        return Requirement("format", name, EXCLUDED, "; ".join(excluded), ev)
+    if verify:
+        return Requirement("format", name, VERIFY, "; ".join(fine) or "-", ev, "; ".join(verify))
+    return Requirement("format", name, FIT, "supported: " + ", ".join(fine), ev)
+
+
+def placement_requirement(spec, offer: Offer) -> Requirement:
+    p = spec.placement
+    name = "placement on the offer's cards"
+    ev = _offer_evidence(offer)
+    if offer.gpu_count < p.gpus:
+        return Requirement(
+            "placement",
+            name,
+            EXCLUDED,
+            f"the spec places the model on {p.gpus} GPUs; the offer has {offer.gpu_count}",
+            ev,
+        )
+    idle = offer.gpu_count - p.gpus
+    note = f"; {idle} card(s) idle but paid" if idle else ""
+    link = offer.interconnect or "an undocumented interconnect"
+    if (p.tensor_parallel > 1 or p.pipeline_parallel > 1) and offer.interconnect is None:
+        return Requirement(
+            "placement",
+            name,
+            VERIFY,
+            f"{p.gpus} GPUs over {link}{note}",
+            ev,
+            "the offer does not say how its cards are linked: ask the provider "
+            "(PCIe or NVLink) and check nvidia-smi topo -m on the node",
+        )
+    if p.tensor_parallel > 1 and offer.interconnect == "pcie":
+        return Requirement(
+            "placement",
+            name,
+            VERIFY,
+            f"TP={p.tensor_parallel} on {offer.gpu_count} cards over PCIe{note}",
+            ev,
+            "tensor parallel across PCIe: check peer-to-peer access and "
+            "all-reduce bandwidth on this host (nvidia-smi topo -m, nccl-tests)",
+        )
+    how = (
+        f"TP={p.tensor_parallel}, PP={p.pipeline_parallel}, DP={p.data_parallel}"
+        f"{', ' + p.data_parallel_sharding if p.data_parallel_sharding != 'none' else ''}"
+    )
+    return Requirement(
+        "placement",
+        name,
+        FIT,
+        f"{p.gpus} of {offer.gpu_count} card(s), {how}"
+        + (f", over {offer.interconnect}" if offer.interconnect else "")
+        + note,
+        ev,
+    )
+
+
+def checkpoint_bytes(spec, est: Estimate, arch) -> tuple[int, str]:
+    """Bytes of the checkpoint on disk and in host memory while it loads."""
+    fmt = spec.weights.format
+    if arch is not None and fmt in BNB_FORMATS:
+        b = FLOAT_BYTES.get(arch.default_dtype, 2)
+        n = arch.param_count * b
+        return (
+            n,
+            f"the {arch.default_dtype} checkpoint quantised at load: {arch.param_count:,} x {b} B",
+        )
+    return est.weights_only_bytes, "the weights as stored"
+
+
+def host_requirements(spec, est: Estimate, arch, offer: Offer) -> list[Requirement]:
+    need, what = checkpoint_bytes(spec, est, arch)
+    out = []
+    ev = _offer_evidence(offer)
+    if offer.host_ram_gb is None:
+        out.append(
+            Requirement(
+                "host_ram",
+                "host RAM to load the checkpoint",
+                VERIFY,
+                f"needs about {format_bytes(need, 'gb')} ({what})",
+                ev,
+                "host RAM is not documented by the offer: ask the provider",
+            )
+        )
+    else:
+        have = offer.host_ram_gb * 1e9
+        if have >= need:
+            out.append(
+                Requirement(
+                    "host_ram",
+                    "host RAM to load the checkpoint",
+                    FIT,
+                    f"{offer.host_ram_gb:g} GB >= {format_bytes(need, 'gb')} ({what})",
+                    ev,
+                )
+            )
+        else:
+            out.append(
+                Requirement(
+                    "host_ram",
+                    "host RAM to load the checkpoint",
+                    VERIFY,
+                    f"{offer.host_ram_gb:g} GB < {format_bytes(need, 'gb')} ({what})",
+                    ev,
+                    "loading must stream shards from disk (safetensors "
+                    "memory-mapping): test a load before committing",
+                )
+            )
+    disk_need = need
+    if spec.is_training and spec.task.kind == "full_finetune":
+        disk_need = need * 2 + sum(
+            i.max_bytes for i in est.items if i.category in ("optimizer", "master_weights")
+        )
+        what = f"{what}, plus one saved checkpoint with optimiser states"
+    if offer.disk_gb is None:
+        out.append(
+            Requirement(
+                "disk",
+                "disk for the checkpoint",
+                VERIFY,
+                f"needs about {format_bytes(disk_need, 'gb')} ({what})",
+                ev,
+                "disk size is not documented by the offer: ask the provider",
+            )
+        )
+    elif offer.disk_gb * 1e9 >= disk_need:
+        out.append(
+            Requirement(
+                "disk",
+                "disk for the checkpoint",
+                FIT,
+                f"{offer.disk_gb:g} GB >= {format_bytes(disk_need, 'gb')} ({what})",
+                ev,
+            )
+        )
+    else:
+        out.append(
+            Requirement(
+                "disk",
+                "disk for the checkpoint",
+                EXCLUDED,
+                f"{offer.disk_gb:g} GB < {format_bytes(disk_need, 'gb')} ({what})",
+                ev,
+            )
+        )
+    return out
+
+
+def budget_requirement(spec, cost: Cost | None, offer: Offer) -> Requirement | None:
+    c = spec.campaign
+    if c.budget is None:
+        return None
+    name = "total cost within the budget"
+    ev = _offer_evidence(offer)
+    if cost is None:
+        return Requirement(
+            "budget", name, VERIFY, "the offer lists no price", ev, "ask the provider for a price"
+        )
+    if cost.currency != c.currency:
+        return Requirement(
+            "budget",
+            name,
+            VERIFY,
+            f"priced in {cost.currency}, budget in {c.currency}",
+            ev,
+            f"convert {cost.total:,.2f} {cost.currency} at your exchange rate",
+        )
+    if cost.total > c.budget:
+        return Requirement(
+            "budget", name, EXCLUDED, f"{cost.describe()} exceeds {c.budget:,.2f} {c.currency}", ev
+        )
+    return Requirement(
+        "budget", name, FIT, f"{cost.describe()} <= {c.budget:,.2f} {c.currency}", ev
+    )
+
+
+def schedule_requirement(spec, offer: Offer, days: float, today: datetime.date):
+    c = spec.campaign
+    if c.start_by is None:
+        return None
+    name = "usable by the start date, for the whole campaign"
+    s = offer.schedule
+    ev = _offer_evidence(offer)
+    if s is None or s.lead_time_hours is None:
+        return Requirement(
+            "schedule",
+            name,
+            VERIFY,
+            "no documented lead time",
+            ev,
+            f"ask the provider whether it can be running by {c.start_by}",
+        )
+    start = max(today, s.available_from or today)
+    ready = start + datetime.timedelta(hours=s.lead_time_hours)
+    if ready > c.start_by:
+        return Requirement(
+            "schedule",
+            name,
+            EXCLUDED,
+            f"usable from {ready.isoformat()} (lead time {s.lead_time_hours:g} h), "
+            f"needed by {c.start_by}",
+            ev,
+        )
+    end = ready + datetime.timedelta(days=days)
+    if s.available_until is not None and s.available_until < end:
+        return Requirement(
+            "schedule",
+            name,
+            EXCLUDED,
+            f"available until {s.available_until}, the campaign runs to {end}",
+            ev,
+        )
+    return Requirement(
+        "schedule",
+        name,
+        FIT,
+        f"usable from {ready.isoformat()} (lead time {s.lead_time_hours:g} h), "
+        f"needed by {c.start_by}",
+        ev,
+    )
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    out = []
+    for part in text.strip().lstrip(">=v ").split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def software_checks(spec, offer: Offer) -> tuple[Requirement | None, tuple[Preference, ...]]:
+    req = spec.campaign.software
+    if req is None:
+        return None, ()
+    sw = offer.software
+    results = []
+    for field_name in ("cuda", "driver"):
+        wanted = getattr(req, field_name)
+        if not wanted:
+            continue
+        have = getattr(sw, field_name) if sw else None
+        if not have:
+            results.append((field_name, None, f"{field_name} not documented (wanted >= {wanted})"))
+        else:
+            ok = _version_tuple(have) >= _version_tuple(wanted)
+            results.append((field_name, ok, f"{field_name} {have} vs wanted >= {wanted}"))
+    if req.image:
+        have = sw.image if sw else None
+        ok = None if not have else req.image.lower() in have.lower()
+        results.append(("image", ok, f"image {have or 'not documented'} vs wanted {req.image}"))
+    if not req.required:
+        prefs = tuple(Preference(f"software {n} (preference)", ok, d) for n, ok, d in results)
+        return None, prefs
+    ev = _offer_evidence(offer)
+    name = "required software environment"
+    detail = "; ".join(d for _, _, d in results)
+    if any(ok is False for _, ok, _ in results):
+        return Requirement("software", name, EXCLUDED, detail, ev), ()
+    if any(ok is None for _, ok, _ in results):
+        return Requirement(
+            "software",
+            name,
+            VERIFY,
+            detail,
+            ev,
+            "ask the provider for the image, driver and CUDA versions, or "
+            "install them yourself and budget the time",
+        ), ()
+    return Requirement("software", name, FIT, detail, ev), ()
+
+
+def currency_requirement(cost: Cost | None, currency: str | None, offer: Offer):
+    if cost is None or currency is None or cost.currency == currency:
+        return None
+    return Requirement(
+        "currency",
+        "price comparable with the other candidates",
+        VERIFY,
+        f"priced in {cost.currency}; the ranking is in {currency}",
+        _offer_evidence(offer),
+        f"convert {cost.total:,.2f} {cost.currency} to {currency} to rank it",
+    )
+
+
+# ------------------------------------------------------------------------------------ driver
+
+
+def shortlist(
+    spec,
+    est: Estimate,
+    catalog: Catalog,
+    arch=None,
+    days: float | None = None,
+    today: datetime.date | None = None,
+) -> Shortlist:
+    """Classify every offer of `catalog` against `spec` (with its estimate `est`)."""
+    today = today or datetime.date.today()
+    if days is not None:
+        days_source = "--days"
+    elif spec.campaign.days is not None:
+        days, days_source = spec.campaign.days, "campaign.days in the spec"
+    else:
+        days, days_source = 1.0, "no campaign length given: priced for 1 day"
+    hours = max(1, math.ceil(days * 24))
+    scope = (
+        f"spec '{spec.name or est.model_label}': {est.model_label}, {spec.task.kind}, "
+        f"{spec.weights.format}, {spec.lengths.context_tokens:,} tokens, "
+        + (
+            f"micro-batch {spec.batch.micro_batch}"
+            if spec.is_training
+            else f"concurrency {spec.batch.concurrency}"
+        )
+    )
+    costs = {o.id: cheapest_cover(o.plans, hours) for o in catalog.offers.values()}
+    currency = spec.campaign.currency or _common_currency(costs.values())
+    length = length_requirement(spec, arch)
+    candidates = []
+    for offer in catalog.offers.values():
+        gpu = catalog.gpu_for(offer)
+        cost = costs[offer.id]
+        mem, usable, peak = memory_requirement(est, spec, offer, gpu, scope)
+        reqs = [mem, length, format_requirement(spec, gpu), placement_requirement(spec, offer)]
+        reqs += host_requirements(spec, est, arch, offer)
+        software, prefs = software_checks(spec, offer)
+        for extra in (
+            budget_requirement(spec, cost, offer),
+            schedule_requirement(spec, offer, days, today),
+            software,
+            currency_requirement(cost, currency, offer),
+        ):
+            if extra is not None:
+                reqs.append(extra)
+        status = max((r.status for r in reqs), key=STATUS_ORDER.__getitem__)
+        candidates.append(
+            Candidate(offer, gpu, status, tuple(reqs), prefs, cost, usable, peak, usable - peak)
+        )
+    ranked = sorted(
+        (c for c in candidates if c.status == FIT),
+        key=lambda c: (
+            c.cost.total if c.cost else math.inf,
+            -c.effective_margin_bytes,
+            c.lead_time_hours if c.lead_time_hours is not None else math.inf,
+            -sum(1 for p in c.preferences if p.met),
+            c.offer.id,
+        ),
+    )
+    ranked = [_with_rank(c, i + 1) for i, c in enumerate(ranked)]
+    rest = sorted(
+        (c for c in candidates if c.status != FIT),
+        key=lambda c: (
+            STATUS_ORDER[c.status],
+            len(c.failing) + len(c.conditions),
+            c.cost.total if c.cost else math.inf,
+            c.offer.id,
+        ),
+    )
+    return Shortlist(
+        tuple(ranked + rest), float(days), days_source, currency, scope, catalog.problems
+    )
+
+
+def _with_rank(c: Candidate, rank: int) -> Candidate:
+    from dataclasses import replace
+
+    return replace(c, rank=rank)
+
+
+def _common_currency(costs) -> str | None:
+    counts: dict[str, int] = {}
+    for c in costs:
+        if c is not None:
+            counts[c.currency] = counts.get(c.currency, 0) + 1
+    return max(sorted(counts), key=counts.get) if counts else None
+
+
+# ------------------------------------------------------------------------------------ output
+
+
+def shortlist_to_dict(sl: Shortlist) -> dict:
+    out = []
+    for c in sl.candidates:
+        out.append(
+            {
+                "offer": c.offer.id,
+                "provider": c.offer.provider,
+                "title": c.offer.title,
+                "gpu": c.gpu.id,
+                "gpu_count": c.offer.gpu_count,
+                "interconnect": c.offer.interconnect,
+                "status": c.status,
+                "rank": c.rank,
+                "total_cost": c.cost.total if c.cost else None,
+                "currency": c.cost.currency if c.cost else None,
+                "cost_breakdown": c.cost.describe() if c.cost else None,
+                "usable_bytes_per_gpu": c.usable_bytes,
+                "peak_bytes_per_gpu": c.peak_gpu_bytes,
+                "effective_margin_bytes": c.effective_margin_bytes,
+                "effective_margin_fraction": round(c.effective_margin_fraction, 4),
+                "lead_time_hours": c.lead_time_hours,
+                "requirements": [
+                    {
+                        "key": r.key,
+                        "name": r.name,
+                        "status": r.status,
+                        "detail": r.detail,
+                        "condition": r.condition or None,
+                        "evidence": list(r.evidence),
+                    }
+                    for r in c.requirements
+                ],
+                "preferences": [
+                    {"name": p.name, "met": p.met, "detail": p.detail} for p in c.preferences
+                ],
+            }
+        )
+    return {
+        "schema_version": 1,
+        "units": "bytes (1 GB = 10^9 B, 1 GiB = 2^30 B)",
+        "days": sl.days,
+        "days_source": sl.days_source,
+        "ranking_currency": sl.currency,
+        "ranking": "fit candidates only, by total package cost, then effective margin at the "
+        "worst stage, then documented lead time; price says nothing about speed",
+        "estimate_scope": sl.estimate_scope,
+        "catalogue_problems": list(sl.problems),
+        "candidates": out,
+    }
