@@ -77,6 +77,10 @@ def bench_startup(runs: int, env: dict[str, str]) -> list[str]:
             "estimate llama-3.1-8b chat spec (rich text)",
             [py, "-m", "vramtui", "estimate", str(CHAT_SPEC)],
         ),
+        (
+            "shortlist llama-3.1-8b chat spec --json",
+            [py, "-m", "vramtui", "shortlist", str(CHAT_SPEC), "--days", "3", "--json"],
+        ),
     ]
     if "PYTHONPYCACHEPREFIX" in env:
         mode = "bytecode cached (as installed)"
@@ -127,6 +131,37 @@ def bench_recompute(iterations: int) -> list[str]:
     return lines
 
 
+def bench_shortlist(iterations: int) -> list[str]:
+    """estimate + shortlist over the whole catalogue: what the app redoes on every keystroke."""
+    from vramtui.catalog import load_catalog
+    from vramtui.ledger import estimate
+    from vramtui.models.resolve import resolve_model
+    from vramtui.shortlist import shortlist
+    from vramtui.spec import load_spec
+
+    catalog = load_catalog(use_user_config=False)
+    n = max(1, iterations // 10)
+    lines = [
+        f"recompute: estimate + shortlist of all {len(catalog.offers)} offers in process, "
+        f"{n} iterations, best of 5 rounds"
+    ]
+    for path in sorted((REPO / "sample_specs").glob("*.toml")):
+        spec = load_spec(path)
+        arch, ckpt = resolve_model(spec.model, path.parent)
+        shortlist(spec, estimate(spec, arch, ckpt), catalog, arch=arch, days=3)  # warm-up
+        rounds = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                shortlist(spec, estimate(spec, arch, ckpt), catalog, arch=arch, days=3)
+            rounds.append((time.perf_counter() - t0) / n)
+        lines.append(
+            f"  {path.name:<36} {min(rounds) * 1e3:>9.2f} ms/call "
+            f"(median round {statistics.median(rounds) * 1e3:.2f} ms)"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", "--runs", type=int, default=20, help="process runs per command")
@@ -150,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         report = head + bench_startup(args.runs, child_env(pycache)) + [""]
     if args.no_bytecode_cache:
         report += bench_startup(args.runs, child_env(None)) + [""]
-    report += bench_recompute(args.iterations)
+    report += bench_recompute(args.iterations) + [""]
+    report += bench_shortlist(args.iterations)
     text = "\n".join(report) + "\n"
     sys.stdout.write(text)
     if args.save:

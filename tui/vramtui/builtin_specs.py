@@ -45,6 +45,9 @@ gpus = 1
 mode = "manual"
 reserve_gib = 6.0
 reason = "the seed's chosen reserve, an assumption to verify"
+
+[campaign]
+days = 3                    # the seed compares 1 card for 3 days
 """
 
 

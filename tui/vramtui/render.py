@@ -158,14 +158,15 @@ def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | Non
         title_justify="left",
         title_style=SHORTLIST_STYLE[FIT],
     )
-    for col in ("#", "offer", "cards", "total cost", "margin at worst stage", "lead time"):
-        t.add_column(col, justify="right" if col in ("#", "total cost") else "left")
+    for col in ("#", "offer", "provider", "total cost", "plans bought", "margin", "lead time"):
+        t.add_column(col, justify="right" if col in ("#", "total cost", "margin") else "left")
     for c in fits:
         t.add_row(
             str(c.rank),
-            f"{c.offer.title} ({c.offer.provider})",
-            f"{c.offer.gpu_count} x {c.gpu.id} {c.offer.interconnect or ''}".strip(),
-            c.cost.describe() if c.cost else "no price",
+            Text(c.offer.title),
+            Text(c.offer.provider),
+            f"{c.cost.total:,.2f} {c.cost.currency}" if c.cost else "no price",
+            ", ".join(f"{n} x {name}" for name, n in c.cost.purchases) if c.cost else "",
             f"{format_bytes(c.effective_margin_bytes, unit)} ({c.effective_margin_fraction:.0%})",
             f"{c.lead_time_hours:g} h" if c.lead_time_hours is not None else "not documented",
         )

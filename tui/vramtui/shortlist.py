@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -557,16 +558,14 @@ def schedule_requirement(spec, offer: Offer, days: float, today: datetime.date):
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
-    out = []
-    for part in text.strip().lstrip(">=v ").split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
+    """The first dotted version number in `text`: "550.90" -> (550, 90); none -> ()."""
+    m = re.search(r"\d+(?:\.\d+)*", text)
+    return tuple(int(x) for x in m.group(0).split(".")) if m else ()
 
 
-def software_checks(spec, offer: Offer) -> tuple[Requirement | None, tuple[Preference, ...]]:
+def software_checks(
+    spec, offer: Offer, gpu: Gpu
+) -> tuple[Requirement | None, tuple[Preference, ...]]:
     req = spec.campaign.software
     if req is None:
         return None, ()
@@ -577,7 +576,9 @@ def software_checks(spec, offer: Offer) -> tuple[Requirement | None, tuple[Prefe
         if not wanted:
             continue
         have = getattr(sw, field_name) if sw else None
-        if not have:
+        if field_name == "cuda" and gpu.vendor != "nvidia":
+            results.append((field_name, False, f"CUDA {wanted} asked for; {gpu.name} runs ROCm"))
+        elif not have:
             results.append((field_name, None, f"{field_name} not documented (wanted >= {wanted})"))
         else:
             ok = _version_tuple(have) >= _version_tuple(wanted)
@@ -659,7 +660,7 @@ def shortlist(
         mem, usable, peak = memory_requirement(est, spec, offer, gpu, scope)
         reqs = [mem, length, format_requirement(spec, gpu), placement_requirement(spec, offer)]
         reqs += host_requirements(spec, est, arch, offer)
-        software, prefs = software_checks(spec, offer)
+        software, prefs = software_checks(spec, offer, gpu)
         for extra in (
             budget_requirement(spec, cost, offer),
             schedule_requirement(spec, offer, days, today),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from fractions import Fraction
 
 ESTIMATED = "estimated"
@@ -136,13 +137,20 @@ class Estimate:
     def unknown_items(self) -> list[LedgerItem]:
         return [i for i in self.items if i.is_unknown]
 
-    @property
+    @cached_property
     def weights_only_bytes(self) -> int:
         """Weights and their quantisation metadata, one copy of the whole model."""
         return sum(i.max_bytes for i in self.items if i.category in ("weights", "quant_metadata"))
 
     def stage_gpu_bytes(self, stage: str) -> tuple[int, ...]:
         """Per GPU, the sum of the known items live together at `stage`."""
+        return self._stage_gpu_bytes[stage]
+
+    @cached_property
+    def _stage_gpu_bytes(self) -> dict[str, tuple[int, ...]]:
+        return {s: self._sum_at(s) for s in self.stages}
+
+    def _sum_at(self, stage: str) -> tuple[int, ...]:
         totals = [0] * self.layout.gpus
         for item in self.known_items:
             if stage in item.stages:
@@ -150,22 +158,22 @@ class Estimate:
                     totals[g] += b
         return tuple(totals)
 
-    @property
+    @cached_property
     def stage_peak_bytes(self) -> dict[str, int]:
         """Per stage, the most loaded GPU's bytes (known items live at that stage)."""
         return {s: max(self.stage_gpu_bytes(s)) for s in self.stages}
 
-    @property
+    @cached_property
     def peak_stage(self) -> str:
         peaks = self.stage_peak_bytes
         return max(self.stages, key=lambda s: peaks[s])
 
-    @property
+    @cached_property
     def peak_bytes(self) -> int:
         """The worst stage on the most loaded GPU (known items only)."""
         return max(self.stage_peak_bytes.values())
 
-    @property
+    @cached_property
     def conservative_bound_gpu_bytes(self) -> tuple[int, ...]:
         """Per GPU, the sum of every item's own maximum: a bound, not an observed peak."""
         totals = [0] * self.layout.gpus
@@ -175,6 +183,6 @@ class Estimate:
                 totals[g] += max((ps[g] for ps in per_stage), default=0)
         return tuple(totals)
 
-    @property
+    @cached_property
     def conservative_bound_bytes(self) -> int:
         return max(self.conservative_bound_gpu_bytes)
