@@ -338,3 +338,23 @@ def test_cli_reports_a_broken_user_file_and_goes_on(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "mine.toml" in captured.err and "vendor" in captured.err
     assert len(json.loads(captured.out)["candidates"]) >= 20
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--today", "tomorrow"], "--today must be a date"),
+        (["--days", "-2"], "--days must be a positive number"),
+    ],
+)
+def test_shortlist_bad_arguments_get_one_line(args, needle, capsys):
+    assert main(["shortlist", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("vramtui: error:") and needle in err[0]
+
+
+def test_detail_view_shows_the_offer_evidence(capsys):
+    assert main(["shortlist", "--detail", "seed-rtx-4090-x1", "--today", "2026-12-02"]) == 0
+    out = capsys.readouterr().out
+    assert "offer evidence" in out and "47.14 USD" in out
+    assert "[catalogue]" in out  # the card's capacity figure, with its source

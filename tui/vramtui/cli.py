@@ -35,7 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vramtui",
         description="How much GPU memory does this workload need, which card should I rent, "
-        "and what do I change after an out-of-memory error?",
+        "and what do I change after an out-of-memory error? `vramtui [SPEC.toml]` opens the "
+        "terminal app; the commands below work headless.",
+        epilog="Units: GB = 10^9 B, GiB = 2^30 B. Every figure is labelled estimated, measured "
+        "or unknown. Config: <user config dir>/vramtui/config.toml (units, catalog_dir, "
+        "[keymap]); drafts: <user state dir>/vramtui/draft.toml.",
     )
     parser.add_argument("--version", action="version", version=f"vramtui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -78,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--today", metavar="YYYY-MM-DD", help="plan from this date (default: today)")
     sl.add_argument("--detail", metavar="OFFER_ID", help="show one candidate's evidence")
     sl.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
+
+    app = sub.add_parser(
+        "app",
+        help="the terminal app (the default: `vramtui [SPEC.toml]`)",
+        description="Open the terminal app on SPEC, on a recovered draft, or on the built-in "
+        "seed example. Keys: F1 help, ctrl+s save, F2 save as, ctrl+o open, F4 units, "
+        "F5/F6 sizing/shortlist, ctrl+p command palette, ctrl+q quit.",
+    )
+    app.add_argument("spec", nargs="?", help="workload spec (TOML)")
+    app.add_argument("--catalog", metavar="DIR", help="a catalogue directory over the built-ins")
 
     gp = sub.add_parser("gpus", help="list the GPU catalogue with capacity figures and sources")
     gp.add_argument("--catalog", metavar="DIR", help="a catalogue directory (gpus/, offers/)")
@@ -135,10 +149,20 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+COMMANDS = ("app", "estimate", "shortlist", "gpus", "offers", "models")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and not argv[0].startswith("-")):
+        argv.insert(0, "app")  # `vramtui` and `vramtui SPEC.toml` open the app
     args = parser.parse_args(argv)
     try:
+        if args.command == "app":
+            from vramtui.app.run import run_app
+
+            return run_app(args.spec, args.catalog)
         if args.command == "estimate":
             return cmd_estimate(args)
         if args.command == "models":
@@ -149,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_gpus(args)
         if args.command == "offers":
             return cmd_offers(args)
-        # No command: the built-in seed example (the app takes this place when it lands).
-        return cmd_estimate(parser.parse_args(["estimate"]))
+        parser.print_help()
+        return 0
     except VramtuiError as exc:
         print(f"vramtui: error: {exc}", file=sys.stderr)
         return 2

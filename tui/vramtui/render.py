@@ -50,6 +50,23 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
         ]
         table.add_row(*row)
 
+    totals = totals_table(est, unit)
+    parts = [table, totals]
+    if explain:
+        parts.append(_basis_list(est))
+    if est.unknown_items:
+        names = ", ".join(i.name for i in est.unknown_items)
+        parts.append(Text(f"Not in any total (unknown): {names}", style=STATUS_STYLE["unknown"]))
+    for note in est.notes:
+        parts.append(Text(f"Note: {note}", style="dim"))
+    if not explain:
+        parts.append(Text("Add --explain for the formula behind every item.", style="dim"))
+    return Group(*parts)
+
+
+def totals_table(est: Estimate, unit: str = "gib") -> Table:
+    """Weights only, the peak of each stage, and the conservative bound, each labelled."""
+    multi = est.layout.gpus > 1
     totals = Table(title="totals (estimated, per GPU, known items only)", title_justify="left")
     totals.add_column("quantity")
     totals.add_column(unit_label(unit), justify="right")
@@ -70,17 +87,24 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
         _fmt(est.conservative_bound_bytes, unit),
         Text("sum of each item's maximum: a bound, not an observed peak", style="italic"),
     )
-    parts = [table, totals]
-    if explain:
-        parts.append(_basis_list(est))
-    if est.unknown_items:
-        names = ", ".join(i.name for i in est.unknown_items)
-        parts.append(Text(f"Not in any total (unknown): {names}", style=STATUS_STYLE["unknown"]))
-    for note in est.notes:
-        parts.append(Text(f"Note: {note}", style="dim"))
-    if not explain:
-        parts.append(Text("Add --explain for the formula behind every item.", style="dim"))
-    return Group(*parts)
+    if multi:
+        worst = est.peak_stage
+        per_gpu = ", ".join(_fmt(b, unit) for b in est.stage_gpu_bytes(worst))
+        totals.add_row(f"per GPU at {STAGE_LABELS[worst]}", "", per_gpu)
+    return totals
+
+
+def usage_bar(peak_bytes: int, usable_bytes: int, width: int = 30) -> Text:
+    """A bar of the worst stage against a card's usable bytes, with the figures."""
+    frac = peak_bytes / usable_bytes if usable_bytes else 1.0
+    filled = min(width, round(frac * width))
+    style = "green" if frac <= 0.9 else ("yellow" if frac <= 1.0 else "bold red")
+    bar = Text("[")
+    bar.append("█" * filled, style=style)
+    bar.append("░" * (width - filled), style="dim")
+    bar.append("] ")
+    bar.append(f"{frac:.0%}", style=style)
+    return bar
 
 
 def _basis_list(est: Estimate) -> Text:

@@ -24,7 +24,6 @@ import difflib
 import math
 import os
 import re
-import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -1307,48 +1306,15 @@ def save_spec(spec: Spec, path: str | os.PathLike[str]) -> None:
             f"cannot save spec to {source}: directory {directory} does not exist; create it or "
             "choose another path"
         )
-    import secrets  # only when saving: keeps the headless start-up lean
+    from vramtui.fsutil import atomic_write_bytes
 
-    tmp = directory / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():  # keep the permissions the user gave the old file
-            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise _fail(
-                f"cannot save spec to {source}: {exc.strerror or exc}; check the directory's "
-                "permissions and free space"
-            ) from None
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable; a no-op where directories cannot be opened (Windows)."""
-    if os.name == "nt":
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        atomic_write_bytes(path, data)
+    except OSError as exc:
+        raise _fail(
+            f"cannot save spec to {source}: {exc.strerror or exc}; check the directory's "
+            "permissions and free space"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------

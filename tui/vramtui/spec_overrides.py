@@ -47,12 +47,12 @@ def apply_overrides(spec: Spec, args) -> Spec:
             d["headroom"] = {"mode": "itemised"}
         changed = True
     if args.task and args.task != spec.task.kind:
-        _switch_task(d, spec, args.task)
+        switch_task(d, args.task)
         changed = True
     kind = d["task"]["kind"]
     training = kind != "inference"
     if args.weight_format:
-        d["weights"] = _weights_for(args.weight_format, d.get("weights", {}))
+        d["weights"] = weights_for_format(args.weight_format, d.get("weights", {}))
         changed = True
     put("runtime", "kv_cache_dtype", args.kv_dtype)
     put("runtime", "attention", args.attention)
@@ -81,7 +81,9 @@ def apply_overrides(spec: Spec, args) -> Spec:
     return spec_from_dict(d, source="the command line")
 
 
-def _weights_for(fmt: str, old: dict) -> dict:
+def weights_for_format(fmt: str, old: dict) -> dict:
+    """The [weights] table for a new default format, keeping what still applies and filling
+    the keys the format needs with common values (shown to the user, never hidden)."""
     w = {"format": fmt}
     if fmt in ("nf4", "fp4"):
         w["double_quant"] = old.get("double_quant", True)
@@ -90,10 +92,15 @@ def _weights_for(fmt: str, old: dict) -> dict:
         w["group_size"] = old.get("group_size", 128)
     if fmt == "gguf":
         w["gguf_type"] = old.get("gguf_type", "Q4_K")
+    if old.get("groups"):
+        w["groups"] = dict(old["groups"])
     return w
 
 
-def _switch_task(d: dict, spec: Spec, kind: str) -> None:
+def switch_task(d: dict, kind: str) -> None:
+    """Turn the TOML-shaped spec `d` into a `kind` task in place, keeping what carries over
+    (length, batch, placement) and filling the tables the new task needs with stated defaults."""
+    old_kind = d.get("task", {}).get("kind")
     lengths, batch = d.get("lengths", {}), d.get("batch", {})
     runtime = d.setdefault("runtime", {})
     if kind == "inference":
@@ -104,17 +111,20 @@ def _switch_task(d: dict, spec: Spec, kind: str) -> None:
         runtime.setdefault("kv_cache_dtype", "bf16")
         d.get("placement", {}).pop("data_parallel_sharding", None)
         return
-    d["lengths"] = {"seq_len": spec.lengths.context_tokens or 2048}
-    d["batch"] = {
-        "micro_batch": batch.get("concurrency", batch.get("micro_batch", 1)),
-        "grad_accum": batch.get("grad_accum", 1),
-    }
+    if old_kind == "inference" or "seq_len" not in lengths:
+        context = lengths.get("prompt_tokens", 0) + lengths.get("generated_tokens", 0)
+        d["lengths"] = {"seq_len": context or 2048}
+        d["batch"] = {
+            "micro_batch": batch.get("concurrency", batch.get("micro_batch", 1)),
+            "grad_accum": batch.get("grad_accum", 1),
+        }
     d.setdefault("training", dict(TRAINING_DEFAULTS))
     runtime.pop("kv_cache_dtype", None)
     runtime.pop("kv_block_tokens", None)
+    lora = d.get("task", {}).get("lora")
     d["task"] = {"kind": kind}
     if kind in ("lora", "qlora"):
-        d["task"]["lora"] = dict(LORA_DEFAULTS)
+        d["task"]["lora"] = lora or dict(LORA_DEFAULTS)
     if kind == "qlora":
         d["weights"] = {"format": "nf4", "double_quant": True}
     elif d.get("weights", {}).get("format") not in ("fp32", "bf16", "fp16"):

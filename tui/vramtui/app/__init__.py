@@ -1,0 +1,1 @@
+"""The Textual app. Only this package imports Textual; it imports the domain, never the reverse."""

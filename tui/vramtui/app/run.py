@@ -1,0 +1,28 @@
+"""Start the app from the command line: spec file, recovered draft, or the seed example."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def run_app(spec_path: str | None = None, catalog_dir: str | None = None) -> int:
+    from vramtui.app.app import VramtuiApp
+    from vramtui.builtin_specs import seed_example_spec
+    from vramtui.catalog import load_catalog
+    from vramtui.config import load_config
+    from vramtui.drafts import read_draft
+    from vramtui.session import SizingSession
+
+    binding_ids = {b.id for b in VramtuiApp.BINDINGS if b.id}
+    config = load_config(binding_ids=binding_ids)
+    catalog = load_catalog(catalog_dir or config.catalog_dir)
+    if spec_path:
+        session = SizingSession.open(Path(spec_path).expanduser(), catalog)
+    else:
+        session = SizingSession.from_spec(seed_example_spec(), None, catalog)
+    app = VramtuiApp(session, config, offer_draft=read_draft() is not None)
+    app.run()
+    if app.exit_note:
+        print(f"vramtui: {app.exit_note}", file=sys.stderr)
+    return app.return_code or 0

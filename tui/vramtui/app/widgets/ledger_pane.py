@@ -1,0 +1,148 @@
+"""The headroom ledger: items with status and stages, totals, the basis of the selected item,
+and the worst stage drawn against a card's usable memory."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Label, Select, Static
+
+from vramtui.ledger.items import STAGE_LABELS
+from vramtui.render import STATUS_MARK, STATUS_STYLE, totals_table, unit_label, usage_bar
+from vramtui.units import format_bytes, format_bytes_readable
+
+
+def _size(n: int, unit: str) -> str:
+    return format_bytes(n, "bytes") if unit == "bytes" else format_bytes_readable(n, unit)
+
+
+class LedgerPane(Vertical):
+    def __init__(self, gpus: dict, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.gpus = gpus  # id -> catalogue Gpu
+        self.results = None
+        self.unit = "gib"
+        self.selected_key: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="ledger-title", markup=False)
+        table = DataTable(id="ledger-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        with VerticalScroll(id="ledger-detail"):
+            yield Static(id="ledger-basis", markup=False)
+            with Horizontal(id="bar-row"):
+                yield Label("compare with ")
+                yield Select(
+                    [(g.name, g.id) for g in sorted(self.gpus.values(), key=lambda g: g.id)],
+                    id="bar-gpu",
+                    allow_blank=False,
+                    compact=True,
+                    value="rtx-4090" if "rtx-4090" in self.gpus else next(iter(self.gpus), None),
+                )
+            yield Static(id="ledger-bar")
+            yield Static(id="ledger-totals")
+            yield Static(id="ledger-notes", markup=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#ledger-table", DataTable)
+        table.add_column("size", key="size", width=11)
+        table.add_column("item", key="item", width=32)
+        table.add_column("status", key="status", width=11)
+        table.add_column("stages", key="stages")
+
+    # ------------------------------------------------------------------ updates
+
+    def show(self, results, unit: str) -> None:
+        self.results, self.unit = results, unit
+        est = results.estimate
+        layout = est.layout
+        title = f"{est.model_label}"
+        if est.param_count:
+            title += f" · {est.param_count:,} params"
+        if layout.gpus > 1:
+            title += (
+                f" · {layout.gpus} GPUs (TP {layout.tensor_parallel}, "
+                f"PP {layout.pipeline_parallel}, DP {layout.data_parallel}) · sizes on the "
+                "most loaded GPU"
+            )
+        self.query_one("#ledger-title", Static).update(title)
+        table = self.query_one("#ledger-table", DataTable)
+        table.columns["size"].label = Text(unit_label(unit))
+        cursor = table.cursor_row
+        table.clear()
+        for item in est.items:
+            if item.is_unknown:
+                size = Text("unknown", style=STATUS_STYLE["unknown"])
+            else:
+                per_gpu = max(max(item.gpu_bytes_at(s, layout)) for s in item.stages)
+                size = Text(_size(per_gpu, unit), justify="right")
+            table.add_row(
+                size,
+                Text(item.name, overflow="ellipsis", no_wrap=True),
+                Text(STATUS_MARK[item.status], style=STATUS_STYLE[item.status]),
+                Text(", ".join(STAGE_LABELS[s] for s in item.stages)),
+                key=item.key,
+            )
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1))
+        self.query_one("#ledger-totals", Static).update(totals_table(est, unit))
+        notes = (
+            [f"Not in any total (unknown): {', '.join(i.name for i in est.unknown_items)}"]
+            if est.unknown_items
+            else []
+        )
+        notes += [f"Note: {n}" for n in est.notes]
+        self.query_one("#ledger-notes", Static).update("\n".join(notes))
+        self._show_basis()
+        self._show_bar()
+
+    def compare_with(self, gpu_id: str) -> None:
+        if gpu_id in self.gpus:
+            self.query_one("#bar-gpu", Select).value = gpu_id
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "ledger-table":
+            self.selected_key = event.row_key.value
+            self._show_basis()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "bar-gpu":
+            event.stop()
+            self._show_bar()
+
+    def _show_basis(self) -> None:
+        if self.results is None:
+            return
+        items = {i.key: i for i in self.results.estimate.items}
+        item = items.get(self.selected_key) or next(iter(items.values()))
+        text = f"{item.name} [{item.status}]: {item.basis}"
+        if item.counter:
+            text += f" (counter: {item.counter})"
+        if self.results.estimate.layout.gpus > 1:
+            text += f" Placement: {item.distribution.description}."
+        self.query_one("#ledger-basis", Static).update(text)
+
+    def _show_bar(self) -> None:
+        if self.results is None:
+            return
+        gid = self.query_one("#bar-gpu", Select).value
+        gpu = self.gpus.get(gid)
+        if gpu is None:
+            return
+        est = self.results.estimate
+        fig = gpu.usable()
+        peak = est.peak_bytes
+        text = Text()
+        text.append(f"worst stage ({STAGE_LABELS[est.peak_stage]}) on one {gpu.name}\n", "bold")
+        text.append_text(usage_bar(peak, fig.bytes))
+        text.append(
+            f"  {_size(peak, self.unit)} of {_size(fig.bytes, self.unit)} "
+            f"({fig.quantity.replace('_', ' ')} {fig.as_written}"
+            f"{'' if fig.verified else ', unverified'})"
+        )
+        if peak > fig.bytes:
+            text.append(f"\nover by {_size(peak - fig.bytes, self.unit)}", style="bold red")
+        else:
+            text.append(f"\nmargin {_size(fig.bytes - peak, self.unit)} (estimated)")
+        self.query_one("#ledger-bar", Static).update(text)

@@ -1,0 +1,101 @@
+"""The shortlist: ranked fit candidates, then needs-verification, then excluded; the selected
+candidate's requirements and evidence below."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import DataTable, Static
+
+from vramtui.app.messages import CandidateSelected
+from vramtui.render import SHORTLIST_STYLE, candidate_detail
+from vramtui.shortlist import STATUS_LABELS
+from vramtui.units import format_bytes_readable
+
+
+class ShortlistPane(Vertical):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.shortlist = None
+        self.unit = "gib"
+        self.selected: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="shortlist-title", markup=False)
+        yield DataTable(id="shortlist-table", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="shortlist-detail"):
+            yield Static(id="candidate-detail")
+
+    def on_mount(self) -> None:
+        t = self.query_one("#shortlist-table", DataTable)
+        for key, label in (
+            ("status", "status"),
+            ("rank", "#"),
+            ("offer", "offer"),
+            ("cost", "total cost"),
+            ("why", "margin / what to check / why not"),
+        ):
+            t.add_column(label, key=key)
+
+    def show(self, shortlist, unit: str) -> None:
+        self.shortlist, self.unit = shortlist, unit
+        if shortlist is None:
+            self.query_one("#shortlist-title", Static).update("No catalogue loaded.")
+            return
+        self.query_one("#shortlist-title", Static).update(
+            f"{sl_heading(shortlist)} — price says nothing about speed"
+        )
+        t = self.query_one("#shortlist-table", DataTable)
+        cursor = t.cursor_row
+        t.clear()
+        for c in shortlist.candidates:
+            if c.status == "fit":
+                why = (
+                    f"margin {format_bytes_readable(c.effective_margin_bytes, unit)} "
+                    f"({c.effective_margin_fraction:.0%})"
+                )
+            elif c.status == "needs_verification":
+                why = "; ".join(r.condition for r in c.conditions)
+            else:
+                why = "; ".join(f"{r.name}: {r.detail}" for r in c.failing)
+            t.add_row(
+                Text(STATUS_LABELS[c.status], style=SHORTLIST_STYLE[c.status]),
+                str(c.rank or ""),
+                Text(f"{c.offer.title} · {c.offer.provider}"),
+                Text(
+                    f"{c.cost.total:,.2f} {c.cost.currency}" if c.cost else "no price",
+                    justify="right",
+                ),
+                Text(why),
+                key=c.offer.id,
+            )
+        if t.row_count:
+            t.move_cursor(row=min(cursor, t.row_count - 1))
+        self._show_detail()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "shortlist-table":
+            self.selected = event.row_key.value
+            self._show_detail()
+            self.post_message(CandidateSelected(self.selected))
+
+    def _show_detail(self) -> None:
+        if self.shortlist is None:
+            return
+        by_id = {c.offer.id: c for c in self.shortlist.candidates}
+        c = by_id.get(self.selected) or (
+            self.shortlist.candidates[0] if self.shortlist.candidates else None
+        )
+        if c is not None:
+            self.query_one("#candidate-detail", Static).update(candidate_detail(c))
+
+
+def sl_heading(sl) -> str:
+    fits = len(sl.with_status("fit"))
+    verify = len(sl.with_status("needs_verification"))
+    excluded = len(sl.with_status("excluded"))
+    return (
+        f"{fits} fit (ranked), {verify} need verification, {excluded} excluded · "
+        f"campaign {sl.days:g} day(s), {sl.days_source}"
+    )

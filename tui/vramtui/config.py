@@ -1,0 +1,86 @@
+"""User configuration: `<platformdirs user config dir>/vramtui/config.toml`.
+
+    units = "gib"                 # gib | gb | mib | bytes: what the app shows first
+    catalog_dir = "~/my-catalog"  # GPUs/offers/models overlay (default: <config dir>/catalog)
+    [keymap]                      # binding id = keys, e.g. save = "ctrl+s,f2"
+    save = "ctrl+s"
+
+A broken file never stops the app: each problem becomes one warning line and the defaults stand.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+UNITS = ("gib", "gb", "mib", "bytes")
+KNOWN_KEYS = {"units", "catalog_dir", "keymap"}
+
+
+def config_dir() -> Path:
+    override = os.environ.get("VRAMTUI_CONFIG_DIR")
+    if override:
+        return Path(override)
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("vramtui"))
+
+
+def config_path() -> Path:
+    return config_dir() / "config.toml"
+
+
+@dataclass(frozen=True)
+class Config:
+    units: str = "gib"
+    catalog_dir: Path | None = None
+    keymap: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    path: Path | None = None
+
+
+def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -> Config:
+    source = path or config_path()
+    if not source.is_file():
+        return Config(path=source)
+    warnings: list[str] = []
+    try:
+        data = tomllib.loads(source.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return Config(warnings=(f"{source}: cannot be read ({exc}); using defaults",), path=source)
+    for key in data:
+        if key not in KNOWN_KEYS:
+            warnings.append(
+                f"{source}: unknown key '{key}' ignored; known: units, catalog_dir, [keymap]"
+            )
+    units = data.get("units", "gib")
+    if units not in UNITS:
+        warnings.append(f"{source}: units = {units!r} is not one of {', '.join(UNITS)}; using gib")
+        units = "gib"
+    catalog = data.get("catalog_dir")
+    catalog_dir = None
+    if catalog is not None:
+        if isinstance(catalog, str) and catalog.strip():
+            catalog_dir = Path(catalog).expanduser()
+        else:
+            warnings.append(f"{source}: catalog_dir must be a path string; ignored")
+    keymap: dict[str, str] = {}
+    raw = data.get("keymap", {})
+    if not isinstance(raw, dict):
+        warnings.append(f'{source}: [keymap] must be a table of binding id = "keys"; ignored')
+        raw = {}
+    for bid, keys in raw.items():
+        if not isinstance(keys, str) or not keys.strip():
+            warnings.append(f'{source}: keymap.{bid} must be a key string such as "ctrl+s"')
+        elif binding_ids is not None and bid not in binding_ids:
+            warnings.append(
+                f"{source}: keymap.{bid} is not a binding id; known: "
+                f"{', '.join(sorted(binding_ids))}"
+            )
+        else:
+            keymap[bid] = keys
+    return Config(
+        units=units, catalog_dir=catalog_dir, keymap=keymap, warnings=tuple(warnings), path=source
+    )

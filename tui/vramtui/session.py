@@ -1,0 +1,222 @@
+"""One editing session of a spec: what the form holds, the last valid spec and its results.
+
+The app is a view of this object. Every edit goes through `set_field`; an edit that makes the
+spec invalid is kept (the form shows it, with the reason on the field) while the estimate and
+shortlist of the last valid spec stay on screen. Nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vramtui.errors import ModelError, SpecError, VramtuiError
+from vramtui.ledger import Estimate, estimate
+from vramtui.spec import Spec, load_spec, save_spec, spec_from_dict, spec_to_dict
+from vramtui.spec_fields import (
+    FIELDS_BY_PATH,
+    FieldDef,
+    FieldError,
+    fields_for,
+    get_value,
+    locate_error,
+    parse_text,
+    prune_inapplicable,
+    set_value,
+    value_text,
+)
+
+FORM_SOURCE = "the form"
+
+
+@dataclass
+class Results:
+    spec: Spec
+    arch: object | None
+    estimate: Estimate
+    shortlist: object | None  # vramtui.shortlist.Shortlist
+
+
+@dataclass
+class EditOutcome:
+    valid: bool
+    error_field: str | None = None
+    message: str = ""
+    layout_changed: bool = False  # the set of fields that apply changed (task, format, ...)
+
+
+@dataclass
+class SizingSession:
+    form: dict  # TOML-shaped spec as edited (may be invalid)
+    results: Results
+    path: Path | None = None  # the file the spec was opened from / saved to
+    dirty: bool = False
+    texts: dict[str, str] = field(default_factory=dict)  # typed texts that did not parse
+    errors: dict[str, str] = field(default_factory=dict)  # field path -> one-line reason
+    general_error: str = ""  # an error no field owns
+    catalog: object | None = None
+    days: float | None = None
+    today: datetime.date | None = None
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_spec(
+        cls, spec: Spec, path: Path | None = None, catalog=None, today: datetime.date | None = None
+    ) -> SizingSession:
+        form = spec_to_dict(spec)
+        results = compute(spec, path.parent if path else None, catalog, None, today)
+        return cls(form=form, results=results, path=path, catalog=catalog, today=today)
+
+    @classmethod
+    def open(cls, path: Path, catalog=None) -> SizingSession:
+        spec = load_spec(path)
+        return cls.from_spec(spec, Path(path), catalog)
+
+    @classmethod
+    def from_draft(cls, draft, catalog=None) -> SizingSession:
+        """Reopen a draft exactly as it was typed; the results come from the draft when it is a
+        valid spec, else from its origin file, else from the built-in example."""
+        from vramtui.builtin_specs import seed_example_spec
+
+        origin = Path(draft.origin) if draft.origin else None
+        fallback = None
+        if origin is not None and origin.is_file():
+            try:
+                fallback = load_spec(origin)
+            except VramtuiError:
+                fallback = None
+        session = cls.from_spec(fallback or seed_example_spec(), origin, catalog)
+        session.form = copy.deepcopy(draft.form)
+        session.dirty = True
+        for path, text in draft.texts.items():
+            if path in FIELDS_BY_PATH:
+                session.texts[path] = text
+                try:
+                    parse_text(FIELDS_BY_PATH[path], text)
+                except FieldError as exc:
+                    session.errors[path] = str(exc)
+        session.revalidate()
+        return session
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def spec(self) -> Spec:
+        """The last valid spec (what the estimate and shortlist describe)."""
+        return self.results.spec
+
+    @property
+    def is_valid(self) -> bool:
+        return not self.errors and not self.general_error
+
+    def fields(self) -> list[FieldDef]:
+        return fields_for(self.form)
+
+    def text(self, path: str) -> str:
+        if path in self.texts:
+            return self.texts[path]
+        return value_text(FIELDS_BY_PATH[path], get_value(self.form, path))
+
+    # ------------------------------------------------------------------ editing
+
+    def set_field(self, path: str, text: str) -> EditOutcome:
+        f = FIELDS_BY_PATH[path]
+        before = [x.path for x in self.fields()]
+        if text == self.text(path) and path not in self.errors:
+            return EditOutcome(valid=self.is_valid)
+        self.dirty = True
+        try:
+            value = parse_text(f, text)
+        except FieldError as exc:
+            self.texts[path] = text
+            self.errors[path] = str(exc)
+            return EditOutcome(False, path, str(exc))
+        self.texts.pop(path, None)
+        self.errors.pop(path, None)
+        form = copy.deepcopy(self.form)
+        if path == "task.kind":
+            from vramtui.spec_overrides import switch_task
+
+            switch_task(form, value)
+        elif path == "weights.format":
+            from vramtui.spec_overrides import weights_for_format
+
+            form["weights"] = weights_for_format(value, form.get("weights", {}))
+        else:
+            set_value(form, path, value)
+        prune_inapplicable(form)
+        self.form = form
+        outcome = self.revalidate()
+        outcome.layout_changed = before != [x.path for x in self.fields()]
+        return outcome
+
+    def revalidate(self) -> EditOutcome:
+        """Re-read the whole form; on success recompute, else mark the field at fault."""
+        if self.texts:
+            path = next(iter(self.texts))
+            return EditOutcome(False, path, self.errors.get(path, ""))
+        try:
+            spec = spec_from_dict(self.form, FORM_SOURCE)
+            base = self.path.parent if self.path else None
+            results = compute(spec, base, self.catalog, self.days, self.today)
+        except ModelError as exc:
+            return self._fail("model", str(exc))
+        except (SpecError, VramtuiError) as exc:
+            where = locate_error(str(exc), self.fields())
+            return self._fail(where, str(exc))
+        self.errors.clear()
+        self.general_error = ""
+        self.results = results
+        return EditOutcome(True)
+
+    def _fail(self, path: str | None, message: str) -> EditOutcome:
+        self.errors = {k: v for k, v in self.errors.items() if k in self.texts}
+        if path is not None:
+            self.errors[path] = message
+            self.general_error = ""
+        else:
+            self.general_error = message
+        return EditOutcome(False, path, message)
+
+    def set_days(self, days: float | None) -> None:
+        self.days = days
+        self.revalidate()
+
+    # ------------------------------------------------------------------ files
+
+    def save(self, path: Path | None = None) -> Path:
+        """Save the last valid spec atomically; refuse (SpecError) while the form is invalid,
+        so that a half-typed value never overwrites a good file."""
+        target = Path(path) if path else self.path
+        if target is None:
+            raise SpecError("no file name yet: use save as (ctrl+shift+s) to choose one")
+        if not self.is_valid:
+            where = next(iter(self.errors), None)
+            raise SpecError(
+                f"the form has an invalid value ({where or 'spec'}): fix it before saving; "
+                "your edits are kept in the draft meanwhile"
+            )
+        save_spec(self.spec, target)
+        self.path = target
+        self.dirty = False
+        return target
+
+
+def compute(spec: Spec, base_dir: Path | None, catalog, days, today) -> Results:
+    """Resolve the model, estimate, and shortlist against `catalog` (if given)."""
+    from vramtui.models.resolve import resolve_model
+    from vramtui.spec import validate_against_architecture
+
+    arch, checkpoint = resolve_model(spec.model, base_dir)
+    if arch is not None:
+        validate_against_architecture(spec, arch, FORM_SOURCE)
+    est = estimate(spec, arch, checkpoint)
+    sl = None
+    if catalog is not None:
+        from vramtui.shortlist import shortlist
+
+        sl = shortlist(spec, est, catalog, arch=arch, days=days, today=today)
+    return Results(spec=spec, arch=arch, estimate=est, shortlist=sl)

@@ -1,0 +1,448 @@
+"""The spec as a list of editable fields: labels, groups, kinds, and text <-> value conversion.
+
+The app renders one input per field; this module decides which fields apply to the spec being
+edited and how a typed text becomes a TOML value. It knows nothing of Textual.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from vramtui.errors import UnitsError, VramtuiError
+from vramtui.spec import (
+    ATTENTION_IMPLS,
+    ENGINES,
+    GGUF_TYPES,
+    GRAD_CHECKPOINTING,
+    GRAD_DTYPES,
+    HEADROOM_MODES,
+    KV_CACHE_DTYPES,
+    OPTIMIZER_STATE_DTYPES,
+    OPTIMIZERS,
+    SHARDING,
+    TASK_KINDS,
+    WEIGHT_FORMATS,
+)
+from vramtui.units import parse_bytes
+
+
+class FieldError(VramtuiError):
+    """A field's text that cannot be read as its kind of value."""
+
+
+GROUP_TITLES = {
+    "model": "Model",
+    "task": "Task",
+    "formats": "Formats",
+    "lengths": "Lengths",
+    "batch": "Batch",
+    "training": "Training",
+    "placement": "Placement",
+    "headroom": "Headroom",
+    "campaign": "Campaign",
+    "quality": "Quality criteria",
+}
+
+
+@dataclass(frozen=True)
+class FieldDef:
+    path: str  # dotted key path in the TOML form, e.g. "lengths.prompt_tokens"
+    label: str
+    group: str
+    kind: str  # model | int | number | str | choice | bool | list | bytes | date | quality
+    choices: tuple[str, ...] = ()
+    optional: bool = False  # an empty text removes the key
+    help: str = ""
+    applies: Callable[[dict], bool] = lambda d: True
+
+
+def _kind(d: dict) -> str:
+    return d.get("task", {}).get("kind", "inference")
+
+
+def _inference(d: dict) -> bool:
+    return _kind(d) == "inference"
+
+
+def _training(d: dict) -> bool:
+    return _kind(d) != "inference"
+
+
+def _lora(d: dict) -> bool:
+    return _kind(d) in ("lora", "qlora")
+
+
+def _fmt(d: dict) -> str:
+    return d.get("weights", {}).get("format", "")
+
+
+def _manual(d: dict) -> bool:
+    return d.get("headroom", {}).get("mode") == "manual"
+
+
+def _has_state_dtype(d: dict) -> bool:
+    return _training(d) and d.get("training", {}).get("optimizer") in (
+        "adamw",
+        "sgd_momentum",
+        "adafactor",
+    )
+
+
+FIELDS: tuple[FieldDef, ...] = (
+    FieldDef("name", "Name", "model", "str", optional=True),
+    FieldDef(
+        "model",
+        "Model",
+        "model",
+        "model",
+        help="catalogue id (meta-llama/Llama-3.1-8B-Instruct), a local HF directory, or a "
+        "bare parameter count (7e9)",
+    ),
+    FieldDef(
+        "model.revision",
+        "Revision",
+        "model",
+        "str",
+        optional=True,
+        applies=lambda d: "params" not in d.get("model", {}),
+    ),
+    FieldDef("task.kind", "Task", "task", "choice", TASK_KINDS),
+    FieldDef("task.lora.rank", "LoRA rank", "task", "int", applies=_lora),
+    FieldDef("task.lora.alpha", "LoRA alpha", "task", "number", optional=True, applies=_lora),
+    FieldDef(
+        "task.lora.targets",
+        "LoRA targets",
+        "task",
+        "list",
+        applies=_lora,
+        help="comma-separated module names, or all-linear",
+    ),
+    FieldDef("weights.format", "Weight format", "formats", "choice", WEIGHT_FORMATS),
+    FieldDef(
+        "weights.double_quant",
+        "Double quant",
+        "formats",
+        "bool",
+        applies=lambda d: _fmt(d) in ("nf4", "fp4"),
+    ),
+    FieldDef(
+        "weights.bits", "Bits", "formats", "int", applies=lambda d: _fmt(d) in ("gptq", "awq")
+    ),
+    FieldDef(
+        "weights.group_size",
+        "Group size",
+        "formats",
+        "int",
+        applies=lambda d: _fmt(d) in ("gptq", "awq"),
+    ),
+    FieldDef(
+        "weights.gguf_type",
+        "GGUF type",
+        "formats",
+        "choice",
+        GGUF_TYPES,
+        applies=lambda d: _fmt(d) == "gguf",
+    ),
+    FieldDef(
+        "runtime.kv_cache_dtype",
+        "KV cache dtype",
+        "formats",
+        "choice",
+        KV_CACHE_DTYPES,
+        applies=_inference,
+    ),
+    FieldDef(
+        "runtime.kv_block_tokens",
+        "KV block tokens",
+        "formats",
+        "int",
+        optional=True,
+        applies=_inference,
+        help="paged KV block size (vLLM 16); 0 = contiguous",
+    ),
+    FieldDef("runtime.attention", "Attention kernel", "formats", "choice", ATTENTION_IMPLS),
+    FieldDef("runtime.engine", "Engine", "formats", "choice", ENGINES, optional=True),
+    FieldDef("lengths.prompt_tokens", "Prompt tokens", "lengths", "int", applies=_inference),
+    FieldDef("lengths.generated_tokens", "Generated tokens", "lengths", "int", applies=_inference),
+    FieldDef("lengths.seq_len", "Sequence length", "lengths", "int", applies=_training),
+    FieldDef("batch.concurrency", "Concurrent sequences", "batch", "int", applies=_inference),
+    FieldDef("batch.micro_batch", "Micro-batch", "batch", "int", applies=_training),
+    FieldDef("batch.grad_accum", "Gradient accumulation", "batch", "int", applies=_training),
+    FieldDef(
+        "training.optimizer", "Optimiser", "training", "choice", OPTIMIZERS, applies=_training
+    ),
+    FieldDef(
+        "training.master_weights_fp32", "fp32 master weights", "training", "bool", applies=_training
+    ),
+    FieldDef(
+        "training.grad_dtype",
+        "Gradient dtype",
+        "training",
+        "choice",
+        GRAD_DTYPES,
+        applies=_training,
+    ),
+    FieldDef(
+        "training.optimizer_state_dtype",
+        "Optimiser state dtype",
+        "training",
+        "choice",
+        OPTIMIZER_STATE_DTYPES,
+        applies=_has_state_dtype,
+    ),
+    FieldDef(
+        "training.grad_checkpointing",
+        "Checkpointing",
+        "training",
+        "choice",
+        GRAD_CHECKPOINTING,
+        applies=_training,
+    ),
+    FieldDef("placement.gpus", "GPUs", "placement", "int"),
+    FieldDef("placement.tensor_parallel", "Tensor parallel", "placement", "int"),
+    FieldDef("placement.pipeline_parallel", "Pipeline parallel", "placement", "int"),
+    FieldDef(
+        "placement.data_parallel_sharding",
+        "ZeRO / FSDP",
+        "placement",
+        "choice",
+        SHARDING,
+        applies=_training,
+    ),
+    FieldDef("headroom.mode", "Headroom", "headroom", "choice", HEADROOM_MODES),
+    FieldDef("headroom.reserve_gib", "Reserve (GiB)", "headroom", "number", applies=_manual),
+    FieldDef(
+        "headroom.reason",
+        "Reason",
+        "headroom",
+        "str",
+        applies=_manual,
+        help="a margin without a reason is refused",
+    ),
+    FieldDef(
+        "headroom.cuda_context_bytes",
+        "CUDA context",
+        "headroom",
+        "bytes",
+        optional=True,
+        applies=lambda d: not _manual(d),
+        help="measured size, e.g. 612 MiB",
+    ),
+    FieldDef("headroom.margin_fraction", "Margin fraction", "headroom", "number", optional=True),
+    FieldDef("campaign.days", "Days", "campaign", "number", optional=True),
+    FieldDef("campaign.budget", "Budget", "campaign", "number", optional=True),
+    FieldDef("campaign.currency", "Currency", "campaign", "str", optional=True),
+    FieldDef("campaign.start_by", "Start by", "campaign", "date", optional=True, help="YYYY-MM-DD"),
+    FieldDef("campaign.software.cuda", "CUDA (min)", "campaign", "str", optional=True),
+    FieldDef("campaign.software.driver", "Driver (min)", "campaign", "str", optional=True),
+    FieldDef("campaign.software.image", "Image", "campaign", "str", optional=True),
+    FieldDef("campaign.software.required", "Software required", "campaign", "bool", optional=True),
+    FieldDef(
+        "quality",
+        "Criteria",
+        "quality",
+        "quality",
+        optional=True,
+        help="one per line: metric | threshold | note",
+    ),
+)
+FIELDS_BY_PATH = {f.path: f for f in FIELDS}
+
+
+def prune_inapplicable(d: dict) -> None:
+    """Remove the keys of fields that no longer apply (itemised headroom has no reserve_gib;
+    an fp16 spec has no double_quant), so an edit never leaves a contradiction behind."""
+    for f in FIELDS:
+        if f.path != "model" and not f.applies(d) and get_value(d, f.path) is not None:
+            set_value(d, f.path, None)
+
+
+def fields_for(d: dict) -> list[FieldDef]:
+    """The fields that apply to the spec form `d`, in display order."""
+    return [f for f in FIELDS if f.applies(d)]
+
+
+# -------------------------------------------------------------------------- value access
+
+
+def get_value(d: dict, path: str) -> Any:
+    if path == "model":
+        m = d.get("model", {})
+        for key in ("id", "path", "params"):
+            if key in m:
+                return m[key]
+        return None
+    node: Any = d
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def set_value(d: dict, path: str, value: Any) -> None:
+    """Set (or, with value None, remove) the key at `path` in the TOML-shaped dict `d`."""
+    if path == "model":
+        old = d.get("model", {})
+        new = {k: v for k, v in old.items() if k == "revision"}
+        if value is not None:
+            new[value[0]] = value[1]
+            if value[0] == "params":
+                new.pop("revision", None)
+        d["model"] = new
+        return
+    parts = path.split(".")
+    node = d
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    if value is None:
+        node.pop(parts[-1], None)
+        _prune(d, parts[:-1])
+    else:
+        node[parts[-1]] = value
+
+
+def _prune(d: dict, parts: list[str]) -> None:
+    """Drop tables left empty by a removal (an empty [campaign] means no campaign)."""
+    for depth in range(len(parts), 0, -1):
+        node = d
+        for part in parts[: depth - 1]:
+            node = node.get(part, {})
+        key = parts[depth - 1]
+        if isinstance(node.get(key), dict) and not node[key]:
+            node.pop(key)
+
+
+def value_text(f: FieldDef, value: Any) -> str:
+    """How a value is shown in its input."""
+    if value is None:
+        return ""
+    if f.kind == "list":
+        return ", ".join(value)
+    if f.kind == "quality":
+        return "\n".join(
+            " | ".join(
+                x for x in (q.get("metric", ""), q.get("threshold", ""), q.get("note", ""))
+            ).rstrip(" |")
+            for q in value
+        )
+    if f.kind == "bool":
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and f.kind != "number":
+        return str(int(value))
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return str(value)
+
+
+def parse_text(f: FieldDef, text: str) -> Any:
+    """The value a typed text stands for; None (remove the key) for an empty optional field.
+
+    Raises FieldError with one line naming the field and the expected form.
+    """
+    t = text.strip()
+    if not t:
+        if f.optional:
+            return None
+        raise FieldError(f"{f.label} is required; {_expected(f)}")
+    try:
+        if f.kind == "model":
+            return _parse_model(t)
+        if f.kind == "int":
+            return _parse_int(t)
+        if f.kind == "number":
+            return _parse_number(t)
+        if f.kind == "bool":
+            if t.lower() in ("true", "yes", "on", "1"):
+                return True
+            if t.lower() in ("false", "no", "off", "0"):
+                return False
+            raise ValueError
+        if f.kind == "choice":
+            if t not in f.choices:
+                raise ValueError
+            return t
+        if f.kind == "list":
+            items = [x.strip() for x in t.split(",") if x.strip()]
+            if not items:
+                raise ValueError
+            return items
+        if f.kind == "bytes":
+            return parse_bytes(t)
+        if f.kind == "date":
+            return datetime.date.fromisoformat(t)
+        if f.kind == "quality":
+            return _parse_quality(t)
+        return t
+    except (ValueError, UnitsError):
+        raise FieldError(f"{f.label}: cannot read {t!r}; {_expected(f)}") from None
+
+
+def _expected(f: FieldDef) -> str:
+    return {
+        "model": "give a catalogue id, a directory, or a parameter count such as 7e9",
+        "int": "write a whole number such as 4096",
+        "number": "write a number such as 0.05",
+        "bool": "write true or false",
+        "choice": f"choose one of {', '.join(f.choices)}",
+        "list": "write names separated by commas",
+        "bytes": "write a size with its unit, e.g. 612 MiB or 0.6 GB",
+        "date": "write a date as YYYY-MM-DD",
+        "quality": "write one criterion per line: metric | threshold | note",
+        "str": "write some text",
+    }[f.kind]
+
+
+def _parse_int(t: str) -> int:
+    cleaned = t.replace("_", "").replace(",", "")
+    if not cleaned.lstrip("-").isdigit():
+        raise ValueError
+    return int(cleaned)
+
+
+def _parse_number(t: str) -> float:
+    value = float(t.replace("_", "").replace(",", ""))
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError
+    return value
+
+
+def _parse_model(t: str) -> tuple[str, Any]:
+    try:
+        value = float(t.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = None
+    if value is not None:
+        if value != int(value) or value <= 0:
+            raise ValueError
+        return ("params", int(value))
+    from vramtui.models.resolve import looks_like_path
+
+    return ("path", t) if looks_like_path(t) else ("id", t)
+
+
+def _parse_quality(t: str) -> list[dict]:
+    out = []
+    for line in t.splitlines():
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) < 2 or not parts[0] or not parts[1]:
+            raise ValueError
+        entry = {"metric": parts[0], "threshold": parts[1]}
+        if len(parts) > 2 and parts[2]:
+            entry["note"] = " | ".join(parts[2:])
+        out.append(entry)
+    return out or None
+
+
+def locate_error(message: str, fields: list[FieldDef]) -> str | None:
+    """The field a spec error is about: the longest field path its message names."""
+    hits = [f.path for f in fields if f.path in message and f.path != "model"]
+    if hits:
+        return max(hits, key=len)
+    if "model." in message or "model" in message.split(" ", 1)[0]:
+        return "model"
+    return None
