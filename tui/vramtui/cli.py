@@ -93,6 +93,31 @@ def build_parser() -> argparse.ArgumentParser:
     app.add_argument("spec", nargs="?", help="workload spec (TOML)")
     app.add_argument("--catalog", metavar="DIR", help="a catalogue directory over the built-ins")
 
+    tr = sub.add_parser(
+        "triage",
+        help="read an out-of-memory error: the stage, the figures, one change to try",
+        description="Read what a job printed after an out-of-memory error (a whole traceback or "
+        "a log tail; - or no LOG reads standard input), localise the stage, convert every "
+        "figure to bytes, compare with the spec's ledger and list single changes with their "
+        "predicted peak. Exit 0 when an out-of-memory error was read, 3 when the text holds "
+        "none.",
+    )
+    tr.add_argument("log", nargs="?", default="-", help="log file, or - for standard input")
+    tr.add_argument("--spec", metavar="SPEC.toml", help="the spec of the job that failed")
+    tr.add_argument("--catalog", metavar="DIR", help="a catalogue directory over the built-ins")
+    tr.add_argument(
+        "--apply",
+        type=int,
+        metavar="N",
+        help="apply recommendation N to --spec (one variable) and log the attempt",
+    )
+    tr.add_argument(
+        "--record-measured",
+        action="store_true",
+        help="store the error's figures in --spec as measured items",
+    )
+    tr.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
+
     gp = sub.add_parser("gpus", help="list the GPU catalogue with capacity figures and sources")
     gp.add_argument("--catalog", metavar="DIR", help="a catalogue directory (gpus/, offers/)")
     of = sub.add_parser("offers", help="list the rental offers in the catalogue")
@@ -149,7 +174,7 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-COMMANDS = ("app", "estimate", "shortlist", "gpus", "offers", "models")
+COMMANDS = ("app", "estimate", "shortlist", "triage", "gpus", "offers", "models")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_models(args)
         if args.command == "shortlist":
             return cmd_shortlist(args)
+        if args.command == "triage":
+            from vramtui.triage.command import cmd_triage
+
+            return cmd_triage(args)
         if args.command == "gpus":
             return cmd_gpus(args)
         if args.command == "offers":

@@ -91,6 +91,17 @@ def totals_table(est: Estimate, unit: str = "gib") -> Table:
         worst = est.peak_stage
         per_gpu = ", ".join(_fmt(b, unit) for b in est.stage_gpu_bytes(worst))
         totals.add_row(f"per GPU at {STAGE_LABELS[worst]}", "", per_gpu)
+    for m in est.measurements:
+        gpu = f" GPU {m.gpu}" if m.gpu is not None else ""
+        totals.add_row(
+            Text(f"measured at {STAGE_LABELS[m.stage]}{gpu}", style=STATUS_STYLE["measured"]),
+            _fmt(m.bytes, unit),
+            Text(
+                f"= measured {m.quantity.replace('_', ' ')} ({m.counter}); not added to any "
+                "estimate",
+                style=STATUS_STYLE["measured"],
+            ),
+        )
     return totals
 
 

@@ -45,6 +45,7 @@ class EditOutcome:
     error_field: str | None = None
     message: str = ""
     layout_changed: bool = False  # the set of fields that apply changed (task, format, ...)
+    changed: bool = True  # False: the text was what the field already held (nothing to redo)
 
 
 @dataclass
@@ -126,7 +127,7 @@ class SizingSession:
         f = FIELDS_BY_PATH[path]
         before = [x.path for x in self.fields()]
         if text == self.text(path) and path not in self.errors:
-            return EditOutcome(valid=self.is_valid)
+            return EditOutcome(valid=self.is_valid, changed=False)
         self.dirty = True
         try:
             value = parse_text(f, text)

@@ -99,6 +99,8 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "quality",
         "headroom",
         "campaign",
+        "measured",
+        "triage",
     ),
     "model": ("id", "path", "params", "revision"),
     "task": ("kind", "lora"),
@@ -120,7 +122,58 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
     "headroom": ("mode", "reserve_gib", "reason", "cuda_context_bytes", "margin_fraction"),
     "campaign": ("days", "budget", "currency", "start_by", "software"),
     "campaign.software": ("image", "driver", "cuda", "required"),
+    "measured": (
+        "stage",
+        "quantity",
+        "bytes",
+        "as_written",
+        "counter",
+        "item",
+        "source",
+        "gpu",
+        "date",
+    ),
+    "triage": (
+        "time",
+        "phase",
+        "framework",
+        "figures",
+        "variable",
+        "change",
+        "predicted_peak_bytes",
+        "outcome",
+    ),
 }
+
+STAGES = (
+    "load",
+    "prefill",
+    "decode",
+    "forward",
+    "backward",
+    "optimizer_step",
+    "validation",
+    "export",
+)
+MEASURED_QUANTITIES = (
+    "process_in_use",  # all memory of the process on the GPU (OOM message, NVML per process)
+    "allocated",  # tensors (torch.cuda.memory_allocated / OOM 'allocated by PyTorch')
+    "reserved",  # allocator segments (memory_reserved / OOM 'reserved in total')
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "nvml_used",  # device-wide used memory from NVML
+    "item",  # one ledger item measured on its own (e.g. the CUDA context)
+)
+TRIAGE_PHASES = (
+    "load",
+    "generate",
+    "train_forward",
+    "backward",
+    "optimizer_step",
+    "other",
+    "unknown",
+)
+TRIAGE_VARIABLES = ("capacity", "cache", "micro_batch", "precision", "activation", "allocator")
 
 # A TOML value to show in "add ... = VALUE" hints for required keys.
 _EXAMPLES = {
@@ -345,6 +398,39 @@ class Campaign:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """A measured figure kept with the spec: never added to estimates, shown beside them."""
+
+    stage: str  # one of STAGES
+    quantity: str  # one of MEASURED_QUANTITIES
+    bytes: int
+    counter: str  # which counter, as the user can re-read it
+    as_written: str = ""  # the figure as the counter printed it, e.g. "78.08 GiB"
+    item: str | None = None  # a ledger item key, when the figure measures that item alone
+    source: str = ""  # where it was read (a log, a probe run)
+    gpu: int | None = None
+    date: datetime.date | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriageAttempt:
+    """One step of the triage log: what failed, the single change made, what was predicted."""
+
+    time: str  # ISO 8601
+    phase: str  # one of TRIAGE_PHASES
+    framework: str = ""
+    figures: tuple[tuple[str, int], ...] = ()  # (name, bytes) as read from the error
+    variable: str  # one of TRIAGE_VARIABLES
+    change: str  # what was changed, in words ("micro_batch 8 -> 4, grad_accum 1 -> 2")
+    predicted_peak_bytes: int | None = None
+    outcome: str = "pending"  # pending | fixed | still out of memory | free text
+
+    def __post_init__(self) -> None:
+        if isinstance(self.figures, Mapping):
+            object.__setattr__(self, "figures", tuple(sorted(self.figures.items())))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Spec:
     schema_version: int = SCHEMA_VERSION
     name: str = ""
@@ -360,6 +446,8 @@ class Spec:
     quality: tuple[QualityCriterion, ...] = ()
     headroom: Headroom
     campaign: Campaign = Campaign()
+    measured: tuple[Measurement, ...] = ()
+    triage: tuple[TriageAttempt, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.quality, list):
@@ -634,6 +722,8 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
         quality=_parse_quality(root),
         headroom=_parse_headroom(root),
         campaign=_parse_campaign(root),
+        measured=_parse_measured(root, kind),
+        triage=_parse_triage(root),
     )
     return spec
 
@@ -1049,6 +1139,79 @@ def _parse_headroom(root: _Table) -> Headroom:
     )
 
 
+def _array_tables(root: _Table, name: str, hint: str) -> list[_Table]:
+    value = root.data.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise root.wrong_type(name, f"an array of [[{name}]] tables", value)
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise _fail(f"{name}[{i}] must be a table, got {_show(item)} ({root.source}); {hint}")
+        t = _Table(item, f"{name}[{i}]", root.source, schema=name)
+        t.check_keys()
+        out.append(t)
+    return out
+
+
+def _parse_measured(root: _Table, kind: str) -> tuple[Measurement, ...]:
+    stages = (
+        ("load", "prefill", "decode")
+        if kind == "inference"
+        else ("load", "forward", "backward", "optimizer_step", "validation", "export")
+    )
+    out = []
+    for t in _array_tables(root, "measured", "write each figure as a [[measured]] table"):
+        date = t.data.get("date")
+        if date is not None and (
+            not isinstance(date, datetime.date) or isinstance(date, datetime.datetime)
+        ):
+            raise t.wrong_type("date", "a TOML date such as 2026-12-02", date)
+        out.append(
+            Measurement(
+                stage=t.choice("stage", stages, required=True),
+                quantity=t.choice("quantity", MEASURED_QUANTITIES, required=True),
+                bytes=t.integer("bytes", required=True, minimum=0),
+                counter=t.string("counter", required=True, nonempty=True),
+                as_written=t.string("as_written") or "",
+                item=t.string("item", nonempty=True),
+                source=t.string("source") or "",
+                gpu=t.integer("gpu", minimum=0),
+                date=date,
+            )
+        )
+    return tuple(out)
+
+
+def _parse_triage(root: _Table) -> tuple[TriageAttempt, ...]:
+    out = []
+    for t in _array_tables(root, "triage", "write each attempt as a [[triage]] table"):
+        figures = t.data.get("figures", {})
+        if not isinstance(figures, Mapping) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in figures.values()
+        ):
+            raise t.wrong_type("figures", "a table of byte counts (integers >= 0)", figures)
+        time = t.data.get("time")
+        if isinstance(time, (datetime.datetime, datetime.date)):
+            time = time.isoformat()
+        if not isinstance(time, str) or not time.strip():
+            raise t.wrong_type("time", "an ISO 8601 time", time)
+        out.append(
+            TriageAttempt(
+                time=time,
+                phase=t.choice("phase", TRIAGE_PHASES, required=True),
+                framework=t.string("framework") or "",
+                figures=dict(figures),
+                variable=t.choice("variable", TRIAGE_VARIABLES, required=True),
+                change=t.string("change", required=True, nonempty=True),
+                predicted_peak_bytes=t.integer("predicted_peak_bytes", minimum=0),
+                outcome=t.string("outcome") or "pending",
+            )
+        )
+    return tuple(out)
+
+
 def _parse_campaign(root: _Table) -> Campaign:
     t = root.table("campaign")
     if t is None:
@@ -1189,6 +1352,39 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
         )
     if campaign:
         out["campaign"] = campaign
+    if spec.measured:
+        out["measured"] = [
+            _drop_none(
+                {
+                    "stage": m.stage,
+                    "quantity": m.quantity,
+                    "bytes": m.bytes,
+                    "as_written": m.as_written or None,
+                    "counter": m.counter,
+                    "item": m.item,
+                    "source": m.source or None,
+                    "gpu": m.gpu,
+                    "date": m.date,
+                }
+            )
+            for m in spec.measured
+        ]
+    if spec.triage:
+        out["triage"] = [
+            _drop_none(
+                {
+                    "time": a.time,
+                    "phase": a.phase,
+                    "framework": a.framework or None,
+                    "variable": a.variable,
+                    "change": a.change,
+                    "predicted_peak_bytes": a.predicted_peak_bytes,
+                    "outcome": a.outcome,
+                    "figures": dict(a.figures) or None,
+                }
+            )
+            for a in spec.triage
+        ]
     if spec.quality:
         out["quality"] = [
             _drop_none({"metric": q.metric, "threshold": q.threshold, "note": q.note or None})
@@ -1214,10 +1410,15 @@ def validate_spec(spec: Spec, source: str = "<spec>") -> Spec:
 def dumps_spec(spec: Spec, source: str = "<spec>") -> str:
     """The spec as TOML text; refuses (SpecError) a spec that would not load back."""
     data = spec_to_dict(validate_spec(spec, source))
-    quality = data.pop("quality", [])
+    arrays = {name: data.pop(name, []) for name in ("quality", "measured", "triage")}
     text = _HEADER + tomli_w.dumps(data)
-    for criterion in quality:  # as [[quality]] tables, which tomli_w would write inline
-        text += "\n[[quality]]\n" + tomli_w.dumps(criterion)
+    for name, entries in arrays.items():  # as [[name]] tables, which tomli_w writes inline
+        for entry in entries:
+            nested = {k: v for k, v in entry.items() if isinstance(v, dict)}
+            flat = {k: v for k, v in entry.items() if k not in nested}
+            text += f"\n[[{name}]]\n" + tomli_w.dumps(flat)
+            for key, table in nested.items():
+                text += f"\n[{name}.{key}]\n" + tomli_w.dumps(table)
     return text
 
 

@@ -22,10 +22,15 @@ from vramtui.errors import VramtuiError
 from vramtui.session import SizingSession
 
 AUTOSAVE_DELAY_S = 1.0
+# Edits that also set other fields (switch_task fills the training table, weights_for_format
+# the format's own keys): the form's other inputs are refreshed after them.
+SETS_OTHER_FIELDS = frozenset({"task.kind", "weights.format"})
 
 
 class VramtuiApp(App):
-    CSS_PATH = ["app.tcss"]
+    # Absolute: Textual resolves a relative CSS_PATH against the module of the class in use,
+    # so a subclass elsewhere (a benchmark, a test) would look for bench/app.tcss.
+    CSS_PATH = [Path(__file__).with_name("app.tcss")]
     TITLE = "vramtui"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
     BINDINGS = [
@@ -53,6 +58,9 @@ class VramtuiApp(App):
         self.offer_draft = offer_draft
         self.draft_file = draft_file or draft_path()
         self._autosave_timer = None
+        self._tab_focus: dict[str, object] = {}  # tab id -> the widget focused when it was left
+        self._ledger_shown: tuple | None = None  # (estimate, unit) the ledger pane shows
+        self._shortlist_shown: tuple | None = None  # (shortlist, unit) the shortlist pane shows
         self.exit_note = ""
 
     # ------------------------------------------------------------------ layout
@@ -60,13 +68,19 @@ class VramtuiApp(App):
     def compose(self) -> ComposeResult:
         yield Header()
         gpus = self.session.catalog.gpus if self.session.catalog else {}
-        with TabbedContent(initial="sizing", id="tabs"):
+        # Kept as attributes: App.query_one searches only the active screen, which is a dialog
+        # while one is open (recover draft, help) and none while the app shuts down.
+        self.form = SpecForm(self.session, id="form")
+        self.ledger_pane = LedgerPane(gpus, id="ledger")
+        self.shortlist_pane = ShortlistPane(id="shortlist-pane")
+        with TabbedContent(initial="sizing", id="tabs") as tabs:
+            self.tabs = tabs
             with TabPane("Sizing", id="sizing"):
                 with Horizontal(id="sizing-row"):
-                    yield SpecForm(self.session, id="form")
-                    yield LedgerPane(gpus, id="ledger")
+                    yield self.form
+                    yield self.ledger_pane
             with TabPane("Shortlist", id="shortlist"):
-                yield ShortlistPane(id="shortlist-pane")
+                yield self.shortlist_pane
         yield Footer()
 
     def on_mount(self) -> None:
@@ -95,9 +109,18 @@ class VramtuiApp(App):
     # ------------------------------------------------------------------ state -> view
 
     def _refresh_all(self) -> None:
+        # Redraw a pane only when what it shows changed: an edit that leaves the estimate as it
+        # was (a name, a campaign field under a manual reserve) costs no table rebuild and no
+        # screen re-layout. Estimates and shortlists are frozen dataclasses, compared by value.
         results = self.session.results
-        self.query_one(LedgerPane).show(results, self.unit)
-        self.query_one(ShortlistPane).show(results.shortlist, self.unit)
+        ledger = (results.estimate, self.unit)
+        if ledger != self._ledger_shown:
+            self.ledger_pane.show(results, self.unit)
+            self._ledger_shown = ledger
+        shortlist = (results.shortlist, self.unit)
+        if shortlist != self._shortlist_shown:
+            self.shortlist_pane.show(results.shortlist, self.unit)
+            self._shortlist_shown = shortlist
         self._update_title()
 
     def _update_title(self) -> None:
@@ -114,9 +137,13 @@ class VramtuiApp(App):
 
     async def on_field_edited(self, message: FieldEdited) -> None:
         outcome = self.session.set_field(message.path, message.text)
-        form = self.query_one(SpecForm)
+        if not outcome.changed:
+            return  # an input reporting the text it already held (e.g. on mount)
+        form = self.form
         if outcome.layout_changed:
-            await form.rebuild()
+            await form.sync_rows()
+        if outcome.layout_changed or message.path in SETS_OTHER_FIELDS:
+            form.refresh_values(skip=message.path)
         form.show_errors()
         if outcome.valid:
             self._refresh_all()
@@ -128,11 +155,11 @@ class VramtuiApp(App):
 
     def on_candidate_selected(self, message: CandidateSelected) -> None:
         sl = self.session.results.shortlist
-        if sl is None:
+        if sl is None or not self.ledger_pane.is_attached:
             return
         for c in sl.candidates:
             if c.offer.id == message.offer_id:
-                self.query_one(LedgerPane).compare_with(c.gpu.id)
+                self.ledger_pane.compare_with(c.gpu.id)
 
     def _schedule_autosave(self) -> None:
         if self._autosave_timer is not None:
@@ -145,12 +172,16 @@ class VramtuiApp(App):
 
     def _on_hangup(self, sig: int) -> None:
         """A dropped SSH connection (SIGHUP) or a kill (SIGTERM): keep every edit, leave."""
+        name = signal.Signals(sig).name
         try:
-            self.save_draft_now()
+            if self.session.dirty:
+                self.save_draft_now()
+                self.exit_note = f"received {name}: draft saved to {self.draft_file}"
+            else:
+                self.exit_note = f"received {name}: no unsaved changes"
+        except OSError as exc:
+            self.exit_note = f"received {name}: the draft could not be saved ({exc})"
         finally:
-            self.exit_note = (
-                f"received {signal.Signals(sig).name}: draft saved to {self.draft_file}"
-            )
             self.exit(return_code=0)
 
     # ------------------------------------------------------------------ actions
@@ -161,7 +192,21 @@ class VramtuiApp(App):
         self.notify(f"units: {self.unit}", timeout=2)
 
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        """Show a tab and move the focus into it. Focus left in the hidden pane would be moved
+        to that pane's next widget, and TabbedContent shows the pane of a focused widget: the
+        switch would bounce back (F5 from the shortlist table stayed on the shortlist)."""
+        if self.tabs.active == tab:
+            return
+        focused = self.focused
+        if focused is not None and self.tabs.active:
+            left = self.tabs.get_pane(self.tabs.active)
+            if left in focused.ancestors:
+                self._tab_focus[self.tabs.active] = focused
+        self.tabs.active = tab
+        target = self._tab_focus.get(tab)
+        if target is None or not target.is_attached:
+            target = self.form if tab == "sizing" else self.shortlist_pane.table
+        target.focus()
 
     def action_help(self) -> None:
         rows = []
@@ -215,7 +260,7 @@ class VramtuiApp(App):
 
     async def _replace_session(self, session: SizingSession) -> None:
         self.session = session
-        form = self.query_one(SpecForm)
+        form = self.form
         form.session = session
         await form.rebuild()
         self._refresh_all()
@@ -227,7 +272,7 @@ class VramtuiApp(App):
         if recover:
             session = SizingSession.from_draft(draft, self.session.catalog)
             await self._replace_session(session)
-            self.query_one(SpecForm).show_errors()
+            self.form.show_errors()
             self.notify("draft recovered")
         else:
             aside = self.draft_file.with_name("draft.set-aside.toml")

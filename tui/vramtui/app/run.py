@@ -24,5 +24,8 @@ def run_app(spec_path: str | None = None, catalog_dir: str | None = None) -> int
     app = VramtuiApp(session, config, offer_draft=read_draft() is not None)
     app.run()
     if app.exit_note:
-        print(f"vramtui: {app.exit_note}", file=sys.stderr)
+        try:
+            print(f"vramtui: {app.exit_note}", file=sys.stderr, flush=True)
+        except OSError:
+            pass  # the terminal hung up (SIGHUP): the draft is saved, there is no one to tell
     return app.return_code or 0

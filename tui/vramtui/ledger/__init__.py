@@ -71,6 +71,7 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
     stored_note = _stored_format_note(spec, arch)
     if stored_note:
         notes.append(stored_note)
+    items, stage_measurements = _apply_measurements(items, spec, layout)
     label = arch.model_id if arch is not None else "bare parameter count"
     params = arch.param_count if arch is not None else spec.model.params
     return Estimate(
@@ -80,6 +81,7 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
         model_label=label,
         param_count=params,
         notes=tuple(notes),
+        measurements=tuple(stage_measurements),
     )
 
 
@@ -105,3 +107,32 @@ def _stored_format_note(spec, arch) -> str:
             "the estimate follows the spec; set [weights] to the stored format to match it"
         )
     return ""
+
+
+def _apply_measurements(items: list[LedgerItem], spec, layout) -> tuple[list[LedgerItem], list]:
+    """A measurement of one item replaces that item's estimate (status measured, with its
+    counter); measurements of whole stages are kept apart, to be shown beside the estimates."""
+    from dataclasses import replace
+
+    from vramtui.ledger.placement import distribution
+
+    by_item = {m.item: m for m in spec.measured if m.quantity == "item" and m.item}
+    out = []
+    for item in items:
+        m = by_item.get(item.key)
+        if m is None:
+            out.append(item)
+            continue
+        out.append(
+            replace(
+                item,
+                status=MEASURED,
+                stage_bytes={s: m.bytes for s in item.stages},
+                basis=f"measured per GPU: {m.as_written or f'{m.bytes:,} B'} ({m.counter}"
+                + (f"; {m.source}" if m.source else "")
+                + f"); replaces the estimate: {item.basis}",
+                counter=m.counter,
+                distribution=distribution(layout),
+            )
+        )
+    return out, [m for m in spec.measured if m.quantity != "item"]

@@ -125,6 +125,10 @@ class Estimate:
     model_label: str
     param_count: int | None
     notes: tuple[str, ...] = ()
+    measurements: tuple = ()  # spec Measurements of whole stages: shown beside, never summed
+
+    def measured_at(self, stage: str) -> list:
+        return [m for m in self.measurements if m.stage == stage]
 
     def items_in(self, category: str) -> list[LedgerItem]:
         return [i for i in self.items if i.category == category]

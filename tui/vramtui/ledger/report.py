@@ -56,6 +56,18 @@ def estimate_to_dict(est: Estimate, spec=None) -> dict:
         "conservative_bound_note": "sum of every item's own maximum: a conservative bound, "
         "not an observed peak",
         "unknown_items": [i.name for i in est.unknown_items],
+        "measured": [
+            {
+                "stage": m.stage,
+                "quantity": m.quantity,
+                "bytes": m.bytes,
+                "as_written": m.as_written,
+                "counter": m.counter,
+                "source": m.source,
+                "gpu": m.gpu,
+            }
+            for m in est.measurements
+        ],
         "notes": list(est.notes),
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from vramtui.errors import ModelError
@@ -28,14 +29,12 @@ def resolve_model(ref, base_dir: Path | None = None, catalog_dir: Path | None = 
 
 
 def _local(path: Path, base_dir: Path | None):
-    from vramtui.models.checkpoint import load_local_model
-
     candidates = [path]
     if not path.is_absolute() and base_dir is not None:
         candidates.insert(0, base_dir / path)
     for p in candidates:
         if p.is_dir():
-            return load_local_model(p)
+            return _load_local_cached(p.resolve(), _stamp(p))
     raise ModelError(
         f"model path '{path}' is not a directory; point model.path (or --model) at a local "
         "Hugging Face model directory holding config.json"
@@ -44,3 +43,21 @@ def _local(path: Path, base_dir: Path | None):
 
 def looks_like_path(text: str) -> bool:
     return text.startswith((".", "/", "~")) or Path(text).expanduser().is_dir()
+
+
+def _stamp(directory: Path) -> tuple:
+    """Modification times of what load_local_model reads: a change re-reads the directory."""
+    out = []
+    for name in ("config.json", "model.safetensors.index.json", "model.safetensors"):
+        try:
+            out.append((name, (directory / name).stat().st_mtime_ns))
+        except OSError:
+            out.append((name, None))
+    return tuple(out)
+
+
+@lru_cache(maxsize=16)
+def _load_local_cached(directory: Path, stamp: tuple):
+    from vramtui.models.checkpoint import load_local_model
+
+    return load_local_model(directory)

@@ -66,22 +66,27 @@ class RecoverDraft(ModalScreen[bool]):
         self.dismiss(False)
 
 
-HELP_TEXT = """\
-vramtui sizes the GPU memory of one workload spec and shortlists rented cards.
-
-Sizing tab: edit the spec on the left; the ledger on the right recomputes on every change.
-An invalid value is marked on its field with the reason; the ledger keeps the last valid spec.
-Shortlist tab: fit candidates ranked by total cost, then margin, then lead time; then those
-that need verification (with what to check), then the excluded (with the failing requirement).
-
-Status of every figure:  ~ estimated   = measured   ? unknown (never added to a total)
-Units: GB = 10^9 bytes, GiB = 2^30 bytes; the unit key cycles GiB, GB, MiB, bytes.
-Per-stage peaks add only items live together; the conservative bound sums every item's
-maximum and is a bound, not an observed peak.
-
-Your edits are autosaved as a draft; a dropped SSH connection (SIGHUP) saves it too, and the
-next start offers to recover it. Keys can be remapped in config.toml [keymap] by binding id.
-"""
+# One line per paragraph: the Static wraps them to the dialog's width (hard-wrapped lines wider
+# than the dialog broke into a long and a one-word line each).
+HELP_TEXT = (
+    "vramtui sizes the GPU memory of one workload spec and shortlists rented cards.\n"
+    "\n"
+    "Sizing tab: edit the spec on the left; the ledger on the right recomputes on every change. "
+    "An invalid value is marked on its field with the reason; the ledger keeps the last valid "
+    "spec.\n"
+    "Shortlist tab: fit candidates ranked by total cost, then margin, then lead time; then those "
+    "that need verification (with what to check), then the excluded (with the failing "
+    "requirement).\n"
+    "\n"
+    "Status of every figure:  ~ estimated   = measured   ? unknown (never added to a total)\n"
+    "Units: GB = 10^9 bytes, GiB = 2^30 bytes; the unit key cycles GiB, GB, MiB, bytes.\n"
+    "Per-stage peaks add only items live together; the conservative bound sums every item's "
+    "maximum and is a bound, not an observed peak.\n"
+    "\n"
+    "Your edits are autosaved as a draft; a dropped SSH connection (SIGHUP) saves it too, and the "
+    "next start offers to recover it. Keys can be remapped in config.toml [keymap] by binding "
+    "id.\n"
+)
 
 
 class HelpScreen(ModalScreen[None]):

@@ -36,9 +36,15 @@ class LedgerPane(Vertical):
                 yield Select(
                     [(g.name, g.id) for g in sorted(self.gpus.values(), key=lambda g: g.id)],
                     id="bar-gpu",
-                    allow_blank=False,
+                    # no catalogue (no GPUs): a blank Select, since an empty one that cannot be
+                    # blank raises EmptySelectError
+                    allow_blank=not self.gpus,
                     compact=True,
-                    value="rtx-4090" if "rtx-4090" in self.gpus else next(iter(self.gpus), None),
+                    value=(
+                        "rtx-4090"
+                        if "rtx-4090" in self.gpus
+                        else next(iter(self.gpus), Select.NULL)
+                    ),
                 )
             yield Static(id="ledger-bar")
             yield Static(id="ledger-totals")

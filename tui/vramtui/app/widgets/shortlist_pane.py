@@ -23,7 +23,8 @@ class ShortlistPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(id="shortlist-title", markup=False)
-        yield DataTable(id="shortlist-table", cursor_type="row", zebra_stripes=True)
+        self.table = DataTable(id="shortlist-table", cursor_type="row", zebra_stripes=True)
+        yield self.table
         with VerticalScroll(id="shortlist-detail"):
             yield Static(id="candidate-detail")
 

@@ -14,11 +14,19 @@ def field_id(path: str) -> str:
     return "f-" + path.replace(".", "-")
 
 
+def row_id(path: str) -> str:
+    return "row-" + path.replace(".", "-")
+
+
+def group_id(group: str) -> str:
+    return "group-" + group
+
+
 class FieldRow(Vertical):
     """Label, input and (when invalid) the reason, for one field."""
 
     def __init__(self, field: FieldDef, text: str, error: str | None) -> None:
-        super().__init__(classes="field-row")
+        super().__init__(classes="field-row", id=row_id(field.path))
         self.field = field
         self.text = text
         self.error = error
@@ -51,6 +59,8 @@ class FieldRow(Vertical):
         self.set_class(bool(self.error), "-invalid")
 
     def show_error(self, error: str | None) -> None:
+        if error == self.error:
+            return  # unchanged: no update, no re-layout of the screen
         self.error = error
         self.set_class(bool(error), "-invalid")
         self.query_one(".field-error", Static).update(error or "")
@@ -66,15 +76,29 @@ class SpecForm(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield from self._rows()
 
-    def _rows(self):
+    def _wanted(self) -> list[tuple[str, object]]:
+        """(id, make widget) for every group title and field row that applies, in order."""
+        out: list[tuple[str, object]] = []
         group = None
         for f in self.session.fields():
             if f.group != group:
                 group = f.group
-                yield Static(GROUP_TITLES[group], classes="group-title")
-            yield FieldRow(f, self.session.text(f.path), self.session.errors.get(f.path))
+                out.append((group_id(group), lambda g=group: self._group_title(g)))
+            out.append((row_id(f.path), lambda f=f: self._row(f)))
+        return out
+
+    def _group_title(self, group: str) -> Static:
+        return Static(GROUP_TITLES[group], classes="group-title", id=group_id(group))
+
+    def _row(self, f: FieldDef) -> FieldRow:
+        return FieldRow(f, self.session.text(f.path), self.session.errors.get(f.path))
+
+    def _rows(self):
+        for _, make in self._wanted():
+            yield make()
 
     async def rebuild(self) -> None:
+        """Replace every row (a different session: open, recover)."""
         focused = self.app.focused.id if self.app.focused is not None else None
         await self.remove_children()
         await self.mount_all(list(self._rows()))
@@ -84,24 +108,69 @@ class SpecForm(VerticalScroll):
             except Exception:
                 pass
 
+    async def sync_rows(self) -> None:
+        """Add and remove rows as the set of applicable fields changes (task, format, headroom
+        mode, model kind), keeping the rows that still apply: the input being typed into keeps
+        its widget, focus, cursor and selection, so no keystroke is lost to a rebuild."""
+        wanted = self._wanted()
+        wanted_ids = {wid for wid, _ in wanted}
+        existing = {child.id: child for child in self.children if child.id}
+        stale = [w for wid, w in existing.items() if wid not in wanted_ids]
+        if stale:
+            await self.remove_children(stale)
+        # Kept rows are already in display order (FIELDS order never changes): insert the new
+        # ones, a run at a time, after the widget that precedes them.
+        previous = None
+        run: list = []
+        for wid, make in wanted:
+            widget = existing.get(wid)
+            if widget is None:
+                run.append(make())
+                continue
+            if run:
+                await self._mount_run(run, previous, before=widget)
+                run = []
+            previous = widget
+        if run:
+            await self._mount_run(run, previous, before=None)
+
+    async def _mount_run(self, run: list, previous, before) -> None:
+        if previous is not None:
+            await self.mount_all(run, after=previous)
+        elif before is not None:
+            await self.mount_all(run, before=before)
+        else:
+            await self.mount_all(run)
+
     def show_errors(self) -> None:
         for row in self.query(FieldRow):
             row.show_error(self.session.errors.get(row.field.path))
 
-    def refresh_values(self) -> None:
-        """Put the session's texts back into the inputs (after open, recover)."""
+    def refresh_values(self, skip: str | None = None) -> None:
+        """Put the session's texts back into the inputs (after open, recover, or an edit that
+        sets other fields: task kind, weight format). `skip` is the field being typed into,
+        left as the user has it."""
         for row in self.query(FieldRow):
-            widget = self.query_one(f"#{field_id(row.field.path)}")
+            if row.field.path == skip:
+                continue
+            widget = row.query_one(f"#{field_id(row.field.path)}")
             text = self.session.text(row.field.path)
             with widget.prevent(Input.Changed, Select.Changed, Switch.Changed, TextArea.Changed):
                 if isinstance(widget, Input):
-                    widget.value = text
+                    if widget.value != text:
+                        widget.value = text
                 elif isinstance(widget, Select):
-                    widget.value = text if text in row.field.choices else Select.NULL
+                    value = text if text in row.field.choices else Select.NULL
+                    if value is Select.NULL and not row.field.optional:
+                        continue  # a required choice left unset: the Select keeps its default
+                    if widget.value != value:
+                        widget.value = value
                 elif isinstance(widget, Switch):
-                    widget.value = text == "true"
+                    if widget.value != (text == "true"):
+                        widget.value = text == "true"
                 elif isinstance(widget, TextArea):
-                    widget.text = text
+                    if widget.text != text:
+                        widget.text = text
 
     # Inputs -> FieldEdited ----------------------------------------------------------
 

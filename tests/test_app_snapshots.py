@@ -1,0 +1,89 @@
+"""SVG snapshots of the app's main screens (pytest-textual-snapshot), at 80x24 and 120x40.
+
+Deterministic by construction: a fixed planning date for the shortlist, the built-in catalogue
+only (no user config), spec paths relative to the repository (the title shows them), and no
+cursor blink. Regenerate after a deliberate change to the look with
+
+    PYTHONPATH=tui python -m pytest tests/test_app_snapshots.py --snapshot-update
+
+and read the SVGs (tests/__snapshots__/test_app_snapshots/) before committing them.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+from vramtui.app.app import VramtuiApp
+from vramtui.builtin_specs import seed_example_spec
+from vramtui.catalog import load_catalog
+from vramtui.config import Config
+from vramtui.session import SizingSession
+from vramtui.spec import load_spec
+
+REPO = Path(__file__).resolve().parent.parent
+CHAT_SPEC = Path("sample_specs") / "llama-3.1-8b-chat-8k-x16.toml"  # relative: shown in titles
+TODAY = datetime.date(2026, 12, 10)
+SMALL, LARGE = (80, 24), (120, 40)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog(None, use_user_config=False)
+
+
+def make_app(catalog, tmp_path: Path, spec_path: Path | None = None) -> VramtuiApp:
+    if spec_path is None:
+        session = SizingSession.from_spec(seed_example_spec(), None, catalog, today=TODAY)
+    else:
+        session = SizingSession.from_spec(
+            load_spec(REPO / spec_path), spec_path, catalog, today=TODAY
+        )
+    return VramtuiApp(session, Config(), draft_file=tmp_path / "draft.toml")
+
+
+async def no_blink(pilot) -> None:
+    for widget in pilot.app.query(Input):
+        widget.cursor_blink = False
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "120x40"])
+def test_sizing_seed(snap_compare, catalog, tmp_path, size):
+    """Sizing tab on the built-in seed example: 7e9 parameters, fp16, manual 6 GiB reserve."""
+    assert snap_compare(make_app(catalog, tmp_path), terminal_size=size, run_before=no_blink)
+
+
+def test_sizing_llama_chat(snap_compare, catalog, tmp_path):
+    """Sizing tab on the Llama 3.1 8B chat sample: itemised ledger with the KV cache."""
+    app = make_app(catalog, tmp_path, CHAT_SPEC)
+    assert snap_compare(app, terminal_size=LARGE, run_before=no_blink)
+
+
+def test_shortlist(snap_compare, catalog, tmp_path):
+    """Shortlist tab on the seed at 80x24: ranked fits first, the first candidate's evidence."""
+    app = make_app(catalog, tmp_path)
+    assert snap_compare(app, press=["f6"], terminal_size=SMALL, run_before=no_blink)
+
+
+def test_invalid_field(snap_compare, catalog, tmp_path):
+    """'8k' typed as prompt tokens: the field is marked with its reason, the title says the
+    ledger shows the last valid estimate."""
+
+    async def type_bad_value(pilot):
+        await no_blink(pilot)
+        pilot.app.query_one("#f-lengths-prompt_tokens", Input).focus()
+        await pilot.pause()
+        await pilot.press("end", "ctrl+u", "8", "k")
+        await pilot.pause()
+
+    app = make_app(catalog, tmp_path)
+    assert snap_compare(app, terminal_size=LARGE, run_before=type_bad_value)
+
+
+def test_help(snap_compare, catalog, tmp_path):
+    """The help screen: what the statuses and units mean, and every key with its binding id."""
+    app = make_app(catalog, tmp_path)
+    assert snap_compare(app, press=["f1"], terminal_size=LARGE, run_before=no_blink)

@@ -1,0 +1,221 @@
+"""`vramtui triage`: read an out-of-memory log, advise one change, keep the attempt log."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from vramtui.errors import SpecError
+from vramtui.units import format_bytes
+
+EXIT_NO_OOM = 3
+MAX_LOG_BYTES = 512 * 2**20
+
+
+def _read_text(source: str) -> str:
+    if source == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise SpecError(
+                "no log given: pass a file, or pipe the log in (vramtui triage - < job.log)"
+            )
+        return sys.stdin.read()
+    path = Path(source).expanduser()
+    try:
+        if path.stat().st_size > MAX_LOG_BYTES:
+            raise SpecError(f"{path} is over 512 MiB: pass its tail (tail -c 50M {path})")
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        raise SpecError(f"log file {path} does not exist; check the path") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path} is a directory; pass the log file") from None
+
+
+def triage_to_dict(reading, advice) -> dict:
+    ev = reading.primary
+    out = {
+        "schema_version": 1,
+        "units": "bytes (1 GB = 10^9 B, 1 GiB = 2^30 B)",
+        "is_oom": reading.is_oom,
+        "not_oom_reason": reading.not_oom_reason or None,
+        "phase": reading.phase.phase,
+        "phase_evidence": {
+            "line": reading.phase.evidence,
+            "line_no": reading.phase.line_no,
+            "reason": reading.phase.reason,
+        },
+        "framework": reading.framework,
+        "message": ev.message if ev else None,
+        "gpu_index": ev.gpu_index if ev else None,
+        "figures": dict(ev.figures) if ev else {},
+        "figures_as_written": dict(ev.as_written) if ev else {},
+        "tokens": dict(ev.tokens) if ev else {},
+        "events": [
+            {
+                "framework": e.framework,
+                "kind": e.kind,
+                "line_no": e.line_no,
+                "message": e.message,
+                "figures": dict(e.figures),
+                "tokens": dict(e.tokens),
+            }
+            for e in reading.events
+        ],
+        "recommendations": [],
+    }
+    if advice is not None:
+        out.update(
+            {
+                "stages": list(advice.stages),
+                "estimated_stage_bytes": advice.estimated_stage_bytes,
+                "needed_at_failure_bytes": advice.needed_at_failure_bytes,
+                "deviation": advice.deviation,
+                "warnings": list(advice.warnings),
+                "recommendations": [
+                    {
+                        "index": i + 1,
+                        "variable": r.variable,
+                        "change": r.change,
+                        "predicted_peak_bytes": r.predicted_peak_bytes,
+                        "fits": r.fits,
+                        "recheck": r.recheck,
+                        "offer": r.offer_id,
+                        "note": r.note or None,
+                    }
+                    for i, r in enumerate(advice.recommendations)
+                ],
+            }
+        )
+    return out
+
+
+def cmd_triage(args) -> int:
+    from vramtui.triage.reader import read_log
+
+    reading = read_log(_read_text(args.log))
+    spec = arch = checkpoint = catalog = None
+    advice = None
+    if args.spec:
+        from vramtui.catalog import load_catalog
+        from vramtui.models.resolve import resolve_model
+        from vramtui.spec import load_spec
+        from vramtui.triage.advice import advise
+
+        spec_path = Path(args.spec).expanduser()
+        spec = load_spec(spec_path)
+        arch, checkpoint = resolve_model(spec.model, spec_path.resolve().parent)
+        catalog = load_catalog(args.catalog)
+        if reading.is_oom:
+            advice = advise(reading, spec, arch, checkpoint, catalog)
+    elif args.apply or args.record_measured:
+        raise SpecError("--apply and --record-measured change a spec: pass it with --spec")
+    if args.json:
+        json.dump(triage_to_dict(reading, advice), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        _print(reading, advice)
+    if not reading.is_oom:
+        return EXIT_NO_OOM
+    if advice is not None and (args.apply or args.record_measured):
+        _update_spec(Path(args.spec).expanduser(), spec, reading, advice, args)
+    return 0
+
+
+def _update_spec(path, spec, reading, advice, args) -> None:
+    from vramtui.spec import save_spec
+    from vramtui.triage.advice import record_attempt, with_measurements
+
+    new = spec
+    if args.apply:
+        recs = advice.recommendations
+        if not 1 <= args.apply <= len(recs):
+            raise SpecError(
+                f"--apply {args.apply}: choose a recommendation between 1 and {len(recs)}"
+            )
+        new = record_attempt(spec, reading, advice, recs[args.apply - 1])
+    if args.record_measured:
+        new = with_measurements(new, advice.measurements)
+    save_spec(new, path)
+    print(
+        f"vramtui: saved {path} ({'one change applied and logged' if args.apply else ''}"
+        f"{'; ' if args.apply and args.record_measured else ''}"
+        f"{'measured figures stored' if args.record_measured else ''})",
+        file=sys.stderr,
+    )
+
+
+def _print(reading, advice) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    if not reading.is_oom:
+        console.print(Text(reading.not_oom_reason or "no out-of-memory error in this text"))
+        return
+    ev = reading.primary
+    head = Text()
+    head.append(f"{ev.framework} out of memory", style="bold red")
+    if ev.gpu_index is not None:
+        head.append(f" on GPU {ev.gpu_index}")
+    head.append(f" (line {ev.line_no})\n")
+    head.append(ev.message + "\n", style="dim")
+    ph = reading.phase
+    head.append("stage: ", style="bold")
+    head.append(f"{ph.phase}")
+    if ph.evidence:
+        head.append(f" — decided by line {ph.line_no}: {ph.evidence!r} ({ph.reason})")
+    else:
+        head.append(f" — {ph.reason}")
+    console.print(head)
+    if ev.figures:
+        t = Table(
+            title="figures in the error (measured by the framework at the failure)",
+            title_justify="left",
+        )
+        for col in ("figure", "as written", "bytes", "GiB"):
+            t.add_column(col, justify="right" if col in ("bytes", "GiB") else "left")
+        for key, value in ev.figures.items():
+            t.add_row(
+                key.removesuffix("_bytes").replace("_", " "),
+                ev.as_written.get(key, ""),
+                f"{value:,}",
+                format_bytes(value),
+            )
+        console.print(t)
+    if len(reading.events) > 1:
+        console.print(
+            Text(
+                f"{len(reading.events)} out-of-memory events in the text; acting on "
+                f"the one at line {ev.line_no}",
+                style="dim",
+            )
+        )
+    if advice is None:
+        console.print(
+            Text(
+                "Pass --spec SPEC.toml to compare with the estimate and get single "
+                "changes with their predicted peak.",
+                style="dim",
+            )
+        )
+        return
+    console.print(Text(advice.deviation))
+    for w in advice.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
+    t = Table(title="change exactly one variable, re-run, then re-check", title_justify="left")
+    for col in ("#", "variable", "change", "predicted peak", "fits", "re-check"):
+        t.add_column(col, overflow="fold")
+    for i, r in enumerate(advice.recommendations, 1):
+        fits = {True: "yes", False: "no", None: "?"}[r.fits]
+        peak = format_bytes(r.predicted_peak_bytes) if r.predicted_peak_bytes else "-"
+        t.add_row(str(i), r.variable, Text(r.change), peak, fits, Text(r.recheck))
+    console.print(t)
+    console.print(
+        Text(
+            "Predicted peaks are ledger estimates for the failing stage. "
+            "--apply N changes the spec by that one variable and logs the attempt; "
+            "--record-measured stores the error's figures as measured items.",
+            style="dim",
+        )
+    )

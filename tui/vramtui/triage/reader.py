@@ -1,0 +1,1184 @@
+"""Read what a user copies from a terminal after an out-of-memory error, and return the facts.
+
+`read_log(text)` finds every out-of-memory event in the text (PyTorch CUDA/ROCm/XPU/MPS
+allocator errors, CUDA/cuBLAS error codes, vLLM and text-generation-inference KV-cache and
+warm-up errors, accelerate offloading, DeepSpeed, llama.cpp and ollama), reads the figures
+each one carries into bytes (`units.parse_bytes`, the text as written kept beside it), and says
+in which phase the run failed (`phase.localise_phase`).
+
+Robust to what pastes look like: a whole traceback or a log tail, ANSI colours, CRLF, progress
+bars, launcher prefixes ("[rank0]: ", vLLM's "INFO 01-15 10:22:11 [x.py:1] "), messages wrapped
+by the terminal (cut mid-word at a fixed width) or by hard newlines (cut at spaces), several
+errors in one paste. Linear in the size of the text: candidate lines are found with plain
+substring searches, and only those lines (and their few continuation lines) meet a regex; every
+quantifier is bounded and no line is read past its first 20,000 characters.
+
+Units: PyTorch's MPS allocator (before it switched to GiB) and vLLM write "GB"/"MB" for powers
+of two (they divide by 2^30); for those two the figures are read as GiB/MiB. Everywhere else
+"GB" is 10^9 bytes, as `parse_bytes` reads it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vramtui.errors import UnitsError
+from vramtui.triage.phase import (
+    ANSI_RE,
+    PhaseVerdict,
+    clean_line,
+    collect_frames,
+    line_tag,
+    localise_phase,
+    strip_prefix,
+)
+from vramtui.units import parse_bytes
+
+FIGURE_KEYS = (
+    "tried_to_allocate_bytes",
+    "total_capacity_bytes",
+    "free_bytes",
+    "process_in_use_bytes",
+    "allocated_by_pytorch_bytes",
+    "reserved_unallocated_bytes",
+    "reserved_total_bytes",
+    "already_allocated_bytes",
+    "allowed_bytes",
+    "other_processes_bytes",
+    "kv_cache_bytes",
+    "model_weights_bytes",
+    "activation_peak_bytes",
+    "non_torch_bytes",
+)
+
+FRAMEWORKS = (
+    "pytorch",
+    "rocm",
+    "xpu",
+    "mps",
+    "cuda",
+    "cublas",
+    "vllm",
+    "tgi",
+    "accelerate",
+    "deepspeed",
+    "llama.cpp",
+    "ollama",
+)
+KINDS = ("allocation", "kv_cache", "offload", "startup")
+
+
+@dataclass(frozen=True)
+class OomEvent:
+    framework: str  # one of FRAMEWORKS
+    kind: str  # allocation | kv_cache | offload | startup
+    message: str  # the error text, de-wrapped to one line (ANSI codes removed)
+    line_no: int  # 1-based line where it starts in the original text
+    gpu_index: int | None
+    figures: dict[str, int] = field(default_factory=dict)  # bytes, keys from FIGURE_KEYS
+    as_written: dict[str, str] = field(default_factory=dict)  # same keys, as written
+    tokens: dict[str, int] = field(default_factory=dict)  # e.g. max_model_len, kv_cache_tokens
+
+
+@dataclass(frozen=True)
+class TriageReading:
+    is_oom: bool
+    events: tuple[OomEvent, ...]  # every OOM-related event found, in order
+    primary: OomEvent | None  # the last allocation failure, else the last event
+    phase: PhaseVerdict
+    framework: str | None
+    not_oom_reason: str  # when is_oom is False: one plain line; "" otherwise
+
+
+_A = re.ASCII
+# A quantity as the frameworks print it: "20.00 MiB", "79.19GiB", "512 bytes", "1,024.5 MB".
+_Q = r"(?<![-\d.,])(\d[\d,]{0,24}(?:\.\d{1,12})?\s?(?:[KMGTkmgt]i?B|bytes|B))\b"
+_N = r"(?<![-\d.,])(\d{1,3}(?:,\d{3}){1,8}(?![\d,])|\d{1,24})"  # an integer, thousands separators allowed
+
+# Substrings that every recognised line contains at least one of (case-sensitive, cheap to find).
+_ANCHORS = (
+    "emory",
+    "EMORY",
+    "lloc",
+    "LLOC",
+    "apacity",
+    "eserved",
+    "che blocks",
+    "che size",
+    "Cache is",
+    "cache_init",
+    "cache_size",
+    "seq len",
+    "ispatched",
+    "ffload",
+    " took ",
+    "eights take",
+    "blocks: ",
+    "oncurrency",
+    "uffer",
+    "runner process",
+    "ALLOC",
+)
+MAX_CONTINUATION_LINES = 40
+MAX_MESSAGE_CHARS = 8_000
+
+
+# ------------------------------------------------------------------------------ facts
+
+
+class _Facts:
+    __slots__ = ("binary_si", "figures", "gpu", "tokens", "written")
+
+    def __init__(self, binary_si: bool = False) -> None:
+        self.figures: dict[str, int] = {}
+        self.written: dict[str, str] = {}
+        self.tokens: dict[str, int] = {}
+        self.gpu: int | None = None
+        self.binary_si = binary_si
+
+    def fig(self, key: str, written: str, binary_si: bool | None = None) -> None:
+        if key in self.figures:
+            return
+        written = written.strip()
+        value = _to_bytes(written, self.binary_si if binary_si is None else binary_si)
+        if value is not None:
+            self.figures[key] = value
+            self.written[key] = written
+
+    def tok(self, key: str, digits: str) -> None:
+        if key not in self.tokens:
+            try:
+                self.tokens[key] = int(digits.replace(",", ""))
+            except ValueError:
+                pass
+
+    def set_gpu(self, digits: str | None) -> None:
+        if self.gpu is None and digits is not None:
+            try:
+                self.gpu = int(digits)
+            except ValueError:
+                pass
+
+
+_SI_TO_BINARY = re.compile(r"^(.*?)\s?([KkMGT])B$", _A)
+
+
+def _to_bytes(written: str, binary_si: bool) -> int | None:
+    text = written
+    if binary_si:
+        m = _SI_TO_BINARY.match(written)
+        if m:
+            text = f"{m[1]} {m[2].upper()}iB"
+    try:
+        return parse_bytes(text)
+    except (UnitsError, ValueError, OverflowError):
+        return None
+
+
+def _fields(text: str, facts: _Facts, table: tuple[tuple[str, re.Pattern[str]], ...]) -> None:
+    for key, pattern in table:
+        if key in facts.figures:
+            continue
+        m = pattern.search(text)
+        if m:
+            facts.fig(key, m.group(1))
+
+
+def _c(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(pattern, _A | flags)
+
+
+_TORCH_FIELDS = (
+    ("tried_to_allocate_bytes", _c(r"Tried to allocate " + _Q)),
+    ("total_capacity_bytes", _c(r"total capacity of " + _Q)),
+    ("total_capacity_bytes", _c(_Q + r" total capacity")),
+    ("free_bytes", _c(r"of which " + _Q + r" is free")),
+    ("free_bytes", _c(_Q + r" free;")),
+    ("already_allocated_bytes", _c(_Q + r" already allocated")),
+    ("allowed_bytes", _c(_Q + r" allowed;")),
+    ("reserved_total_bytes", _c(_Q + r" reserved in total by PyTorch")),
+    ("reserved_total_bytes", _c(_Q + r" cached\)")),
+    ("process_in_use_bytes", _c(r"this process has " + _Q + r" memory in use")),
+    (
+        "allocated_by_pytorch_bytes",
+        _c(r"Of the allocated memory " + _Q + r" is allocated by PyTorch"),
+    ),
+    ("reserved_unallocated_bytes", _c(_Q + r" is reserved by PyTorch but unallocated")),
+)
+_TORCH_GPU = _c(r"\(GPU (\d{1,4});|\bGPU (\d{1,4}) has a total capacity")
+_OTHER_PROCESS = _c(r"\bProcess (\d{1,10}) has " + _Q + r" memory in use")
+
+
+def _x_torch(text: str, f: _Facts) -> None:
+    _fields(text, f, _TORCH_FIELDS)
+    m = _TORCH_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1) or m.group(2))
+    total, written = 0, []
+    for m in _OTHER_PROCESS.finditer(text):
+        value = _to_bytes(m.group(2), False)
+        if value is not None:
+            total += value
+            written.append(m.group(2).strip())
+    if written:
+        f.figures["other_processes_bytes"] = total
+        f.written["other_processes_bytes"] = " + ".join(written)
+
+
+_MPS_FIELDS = (
+    ("allocated_by_pytorch_bytes", _c(r"MPS allocated: " + _Q)),
+    ("non_torch_bytes", _c(r"other allocations: " + _Q)),
+    ("allowed_bytes", _c(r"max allowed: " + _Q)),
+    ("tried_to_allocate_bytes", _c(r"Tried to allocate " + _Q)),
+    ("tried_to_allocate_bytes", _c(r"Invalid buffer size: " + _Q)),
+)
+
+
+def _x_mps(text: str, f: _Facts) -> None:
+    _fields(text, f, _MPS_FIELDS)
+
+
+_VLLM_MAXLEN = _c(
+    r"max seq len \(" + _N + r"\) is larger than the maximum number of tokens that "
+    r"can be stored in KV cache \(" + _N + r"\)"
+)
+_VLLM_V1 = _c(
+    r"max seq len \(" + _N + r"\),? \(" + _Q + r" KV cache is needed, which is larger "
+    r"than the available KV cache memory \(" + _Q + r"\)"
+)
+_VLLM_EST = _c(r"estimated maximum model length is " + _N)
+_VLLM_FREE = _c(
+    r"Free memory on device \((\d{1,9}(?:\.\d{1,6})?)/(\d{1,9}(?:\.\d{1,6})?) "
+    r"([KMGT]i?B)\) on startup is less than desired GPU memory utilization "
+    r"\((\d(?:\.\d{1,6})?), (\d{1,9}(?:\.\d{1,6})? ?[KMGT]i?B)\)"
+)
+
+
+def _x_vllm_kv(text: str, f: _Facts) -> None:
+    m = _VLLM_MAXLEN.search(text)
+    if m:
+        f.tok("max_model_len", m.group(1))
+        f.tok("kv_cache_tokens", m.group(2))
+    m = _VLLM_V1.search(text)
+    if m:
+        f.tok("max_model_len", m.group(1))
+        f.fig("tried_to_allocate_bytes", m.group(2))  # the KV cache one full-length request needs
+        f.fig("kv_cache_bytes", m.group(3))
+    m = _VLLM_EST.search(text)
+    if m:
+        f.tok("estimated_max_model_len", m.group(1))
+    m = _VLLM_FREE.search(text)
+    if m:
+        unit = m.group(3)
+        f.fig("free_bytes", f"{m.group(1)} {unit}")  # vLLM writes "37.95/79.25 GiB"
+        f.fig("total_capacity_bytes", f"{m.group(2)} {unit}")
+        f.fig("allowed_bytes", m.group(5))
+
+
+_TGI_TOTAL = _c(
+    r"Not enough memory to handle " + _N + r" total tokens with " + _N + r" prefill tokens"
+)
+_TGI_PREFILL = _c(r"Not enough memory to handle " + _N + r" prefill tokens")
+_TGI_SPAN = _c(r"warmup\{([^{}\n]{0,400})\}")
+_TGI_ARG = _c(r"(max_\w{1,40})=(?:Some\()?(\d{1,12})\b")
+
+
+def _x_tgi(text: str, f: _Facts) -> None:
+    m = _TGI_TOTAL.search(text)
+    if m:
+        f.tok("total_tokens", m.group(1))
+        f.tok("prefill_tokens", m.group(2))
+    m = _TGI_PREFILL.search(text)
+    if m:
+        f.tok("prefill_tokens", m.group(1))
+
+
+def _x_tgi_span(text: str, f: _Facts) -> None:
+    m = _TGI_SPAN.search(text)
+    if m:
+        for arg in _TGI_ARG.finditer(m.group(1)):
+            f.tok(arg.group(1), arg.group(2))
+
+
+_LLAMA_FIELDS = (
+    ("tried_to_allocate_bytes", _c(r"allocating " + _Q + r" on device")),
+    ("tried_to_allocate_bytes", _c(r"buffer of size (\d{1,20})\b")),
+    ("tried_to_allocate_bytes", _c(r"allocation of size (\d{1,20}) failed")),
+    ("tried_to_allocate_bytes", _c(r"failed to allocate buffer, size = " + _Q)),
+)
+_LLAMA_GPU = _c(
+    r"on device (\d{1,3})\b|\b(?:CUDA|ROCm|Vulkan|SYCL|CANN|MUSA)(\d{1,3}) buffer|"
+    r"current device: (\d{1,3})"
+)
+
+
+def _x_llama(text: str, f: _Facts) -> None:
+    _fields(text, f, _LLAMA_FIELDS)
+    m = _LLAMA_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
+
+
+_OLLAMA_SYS = _c(r"requires more system memory \(" + _Q + r"\) than is available \(" + _Q + r"\)")
+_OLLAMA_OFFLOAD = (
+    ("free_bytes", _c(r"memory\.available=\"?\[" + _Q)),
+    ("kv_cache_bytes", _c(r"memory\.required\.kv=\"?" + _Q)),
+    ("model_weights_bytes", _c(r"memory\.weights\.total=\"?" + _Q)),
+    ("tried_to_allocate_bytes", _c(r"memory\.required\.full=\"?" + _Q)),
+)
+_OLLAMA_LAYERS = _c(r"\blayers\.(requested|model|offload)=(-?\d{1,6})\b")
+
+
+def _x_ollama(text: str, f: _Facts) -> None:
+    m = _OLLAMA_SYS.search(text)
+    if m:
+        f.fig("tried_to_allocate_bytes", m.group(1))
+        f.fig("free_bytes", m.group(2))
+    _x_llama(text, f)
+    _fields(text, f, _OLLAMA_OFFLOAD)
+    for m in _OLLAMA_LAYERS.finditer(text):
+        f.tok("layers_" + m.group(1), m.group(2))
+
+
+_VLLM_STARTUP_FIELDS = (
+    ("model_weights_bytes", _c(r"(?:Model loading|Loading model weights) took " + _Q)),
+    ("total_capacity_bytes", _c(r"total_gpu_memory \(" + _Q + r"\)")),
+    ("total_capacity_bytes", _c(r"total_gpu_memory=" + _Q)),
+    ("allowed_bytes", _c(r"gpu_memory_utilization \(\d{1,3}(?:\.\d{1,6})?\) = " + _Q)),
+    ("model_weights_bytes", _c(r"model weights take " + _Q)),
+    ("non_torch_bytes", _c(r"non_torch_memory takes " + _Q)),
+    ("non_torch_bytes", _c(r"non_torch_memory=" + _Q)),
+    ("activation_peak_bytes", _c(r"activation peak memory takes " + _Q)),
+    ("kv_cache_bytes", _c(r"reserved for KV Cache is " + _Q)),
+    ("kv_cache_bytes", _c(r"Available KV cache memory: " + _Q)),
+    ("kv_cache_bytes", _c(r"kv_cache_size=" + _Q)),
+)
+_VLLM_BLOCKS = _c(r"# \w{1,10} blocks: " + _N + r"(?:, # CPU blocks: " + _N + r")?")
+_VLLM_KV_TOKENS = _c(r"KV cache size: " + _N + r" tokens")
+_VLLM_CONCURRENCY = _c(r"Maximum concurrency for " + _N + r" tokens per request")
+
+
+def _x_vllm_startup(text: str, f: _Facts) -> None:
+    _fields(text, f, _VLLM_STARTUP_FIELDS)
+    m = _VLLM_BLOCKS.search(text)
+    if m:
+        f.tok("gpu_blocks", m.group(1))
+        if m.group(2):
+            f.tok("cpu_blocks", m.group(2))
+    m = _VLLM_KV_TOKENS.search(text)
+    if m:
+        f.tok("kv_cache_tokens", m.group(1))
+    m = _VLLM_CONCURRENCY.search(text)
+    if m:
+        f.tok("max_model_len", m.group(1))
+
+
+_CPU_ALLOC = _c(r"you tried to allocate (\d{1,20}) bytes")
+
+
+def _x_cpu(text: str, f: _Facts) -> None:
+    m = _CPU_ALLOC.search(text)
+    if m:
+        f.fig("tried_to_allocate_bytes", m.group(1))
+
+
+def _x_none(text: str, f: _Facts) -> None:
+    return None
+
+
+# ------------------------------------------------------------------------------ forms
+
+
+@dataclass(frozen=True)
+class _Form:
+    name: str
+    start: re.Pattern[str]
+    kind: str  # or "auto": kv_cache when the line speaks of a KV cache, else allocation
+    framework: str | Callable[[re.Match[str], str], str]
+    extract: Callable[[str, _Facts], None]
+    end: re.Pattern[str] | None = None  # None: a one-line message
+    binary_si: bool = False
+    needs: re.Pattern[str] | None = None  # the line must also match this to count
+    exception_prefix: bool = True  # start the message at "torch.OutOfMemoryError: " if present
+    keys: tuple[str, ...] = ()  # the line holds one of these before `start` is even tried
+
+
+def _dev(m: re.Match[str], text: str) -> str:
+    return {"CUDA": "pytorch", "HIP": "rocm", "XPU": "xpu"}.get(m.group("dev"), "pytorch")
+
+
+def _lib(m: re.Match[str], text: str) -> str:
+    lib = m.group(0)
+    if lib.startswith("CUBLAS"):
+        return "cublas"
+    if lib.startswith(("HIPBLAS", "rocblas")):
+        return "rocm"
+    return "cuda"
+
+
+def _cuda_or_hip(m: re.Match[str], text: str) -> str:
+    return "rocm" if "hip" in m.group(0).lower() else "cuda"
+
+
+def _generic(m: re.Match[str], text: str) -> str:
+    low = text.lower()
+    if "hip" in low or "rocm" in low:
+        return "rocm"
+    if "xpu" in low:
+        return "xpu"
+    if "mps" in low or "metal" in low:
+        return "mps"
+    if "cuda" in low and "torch" not in low and "pytorch" not in low:
+        return "cuda"
+    return "pytorch"
+
+
+_VLLM_END = _c(r"initializing the engine\.?|max_model_len`\.?\s*$|other processes\.?\s*$")
+
+_FORMS: tuple[_Form, ...] = (
+    _Form(
+        "torch",
+        _c(r"(?<![\"'])\b(?P<dev>CUDA|HIP|XPU) out of memory\b"),
+        "allocation",
+        _dev,
+        _x_torch,
+        end=_c(
+            r"environment-variables\)|alloc-conf\)|_ALLOC_CONF\s*$|unoccupied cached "
+            r"memory\.|(?:by PyTorch|cached)\)\s*$|fragmentation\.\s*$"
+        ),
+        keys=("out of memory",),
+    ),
+    _Form(
+        "mps",
+        _c(r"MPS backend out of memory"),
+        "allocation",
+        "mps",
+        _x_mps,
+        end=_c(r"system failure\)\.?|pool\.\s*$"),
+        binary_si=True,
+        keys=("MPS backend",),
+    ),
+    _Form(
+        "mps_buffer",
+        _c(r"\bInvalid buffer size: \d"),
+        "allocation",
+        "mps",
+        _x_mps,
+        binary_si=True,
+        keys=("Invalid buffer size",),
+    ),
+    _Form(
+        "tgi",
+        _c(r"Not enough memory to handle \d"),
+        "kv_cache",
+        "tgi",
+        _x_tgi,
+        end=_c(r"tokens`"),
+        keys=("Not enough memory",),
+    ),
+    _Form(
+        "vllm_nomem",
+        _c(r"No available memory for the cache blocks"),
+        "kv_cache",
+        "vllm",
+        _x_vllm_kv,
+        end=_VLLM_END,
+        binary_si=True,
+        keys=("cache blocks",),
+    ),
+    _Form(
+        "vllm_maxlen",
+        _c(r"The model's max seq len \(\d"),
+        "kv_cache",
+        "vllm",
+        _x_vllm_kv,
+        end=_VLLM_END,
+        binary_si=True,
+        keys=("max seq len",),
+    ),
+    _Form(
+        "vllm_v1",
+        _c(r"To serve at least one request with the models?'s?'?s? max seq len"),
+        "kv_cache",
+        "vllm",
+        _x_vllm_kv,
+        end=_VLLM_END,
+        binary_si=True,
+        keys=("max seq len",),
+    ),
+    _Form(
+        "vllm_free",
+        _c(r"Free memory on device \(\d"),
+        "allocation",
+        "vllm",
+        _x_vllm_kv,
+        end=_VLLM_END,
+        binary_si=True,
+        keys=("Free memory on device",),
+    ),
+    _Form(
+        "offload_8bit",
+        _c(r"Some modules are dispatched on the CPU or the disk"),
+        "offload",
+        "accelerate",
+        _x_none,
+        end=_c(r"for more details\.?|from_pretrained`\.?\s*$"),
+        keys=("dispatched on the CPU",),
+    ),
+    _Form(
+        "offload_meta",
+        _c(
+            r"Some parameters are on the meta device(?: device)? because they "
+            r"were offloaded to the"
+        ),
+        "offload",
+        "accelerate",
+        _x_none,
+        keys=("meta device",),
+    ),
+    _Form(
+        "offload_disk",
+        _c(r"You are trying to offload the whole model to the disk"),
+        "offload",
+        "accelerate",
+        _x_none,
+        keys=("offload the whole",),
+    ),
+    _Form(
+        "offload_buffers",
+        _c(r"bytes of buffer for offloaded layers"),
+        "offload",
+        "accelerate",
+        _x_none,
+        keys=("offloaded layers",),
+    ),
+    _Form(
+        "llama",
+        _c(
+            r"ggml_backend_\w{1,40}_buffer_type_alloc_buffer: (?:allocating|error: failed|failed)|"
+            r"failed to allocate \S{1,100} buffer of size \d|unable to allocate \S{1,100} buffer|"
+            r"failed to allocate compute(?: pp)? buffers|compute buffer allocation failed|"
+            r"kv_cache_init: failed to allocate|failed to allocate buffer for kv cache|"
+            r"kv_cache_init\(\) failed|ggml_vulkan: Device memory allocation of size \d|"
+            r"ErrorOutOfDeviceMemory|kIOGPUCommandBufferCallbackErrorOutOfMemory|"
+            r"ggml_metal\w{0,60}: error: (?:failed to allocate|Insufficient Memory)|"
+            r"failed to allocate buffer of size \d"
+        ),
+        "auto",
+        "llama.cpp",
+        _x_llama,
+        exception_prefix=False,
+        keys=(
+            "_alloc_buffer",
+            "failed to allocate",
+            "unable to allocate",
+            "allocation failed",
+            "kv_cache_init",
+            "Device memory allocation",
+            "ErrorOutOfDeviceMemory",
+            "OutOfMemory",
+            "ggml_metal",
+        ),
+    ),
+    _Form(
+        "ollama_sys",
+        _c(r"model requires more system memory \("),
+        "allocation",
+        "ollama",
+        _x_ollama,
+        keys=("requires more system memory",),
+    ),
+    _Form(
+        "ollama_runner",
+        _c(r"llama runner process (?:has terminated|no longer running)"),
+        "auto",
+        "ollama",
+        _x_ollama,
+        needs=_c(
+            r"out of memory|unable to allocate|failed to allocate|cudaMalloc failed|"
+            r"requires more|[Ii]nsufficient [Mm]emory|ErrorOutOfDeviceMemory"
+        ),
+        keys=("llama runner process",),
+    ),
+    _Form(
+        "cublas",
+        _c(
+            r"\b(?:CUBLAS|HIPBLAS|CUSOLVER|CUSPARSE|CUDNN)_STATUS_ALLOC_FAILED|"
+            r"\bCUFFT_ALLOC_FAILED|\brocblas_status_memory_error"
+        ),
+        "allocation",
+        _lib,
+        _x_none,
+        keys=("ALLOC_FAILED", "rocblas_status_memory_error"),
+    ),
+    _Form(
+        "cuda_error",
+        _c(r"(?<![\"'])\b(?:CUDA|HIP) error: out of memory"),
+        "allocation",
+        _cuda_or_hip,
+        _x_none,
+        keys=("error: out of memory",),
+    ),
+    _Form(
+        "xpu_ur",
+        _c(
+            r"\b(?:UR|ZE|PI)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|"
+            r"\bPI_ERROR_OUT_OF_DEVICE_MEMORY"
+        ),
+        "allocation",
+        "xpu",
+        _x_none,
+        keys=("OUT_OF_DEVICE_MEMORY",),
+    ),
+    _Form(
+        "cuda_misc",
+        _c(
+            r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|Cuda failure "
+            r"'?out of memory|\b(?:cuda|hip)\w{0,20} failed: out of memory|"
+            r"hipErrorOutOfMemory|HIP_ERROR_OUT_OF_MEMORY|Triton Error \[CUDA\]: "
+            r"out of memory"
+        ),
+        "allocation",
+        _cuda_or_hip,
+        _x_none,
+        keys=("MemoryAllocation", "OUT_OF_MEMORY", "out of memory", "OutOfMemory"),
+    ),
+    _Form(
+        "cpu_alloc",
+        _c(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory)"),
+        "allocation",
+        "pytorch",
+        _x_cpu,
+        keys=("DefaultCPUAllocator",),
+    ),
+    _Form(
+        "vllm_startup",
+        _c(
+            r"(?:Model loading|Loading model weights) took \d|total_gpu_memory[ =(]|model weights "
+            r"take \d|non_torch_memory(?: takes |=)|activation peak memory takes|reserved for KV "
+            r"Cache is|# \w{1,10} blocks: \d|KV cache size: [\d,]{1,20} tokens|Maximum concurrency "
+            r"for [\d,]{1,20} tokens per request|Available KV cache memory: \d|kv_cache_size=\d"
+        ),
+        "startup",
+        "vllm",
+        _x_vllm_startup,
+        binary_si=True,
+        exception_prefix=False,
+        keys=(
+            " took ",
+            "total_gpu_memory",
+            "weights take",
+            "non_torch_memory",
+            "activation peak",
+            "KV Cache is",
+            " blocks: ",
+            "KV cache size",
+            "concurrency for",
+            "KV cache memory",
+            "kv_cache_size=",
+        ),
+    ),
+    _Form(
+        "ollama_startup",
+        _c(r"msg=\"?offload to "),
+        "startup",
+        "ollama",
+        _x_ollama,
+        needs=_c(r"memory\."),
+        exception_prefix=False,
+        keys=("offload to ",),
+    ),
+    _Form(
+        "torch_generic",
+        _c(r"(?<![\w.])(?:torch\.)?(?:cuda\.)?OutOfMemoryError(?=:|\s*$)"),
+        "allocation",
+        _generic,
+        _x_torch,
+        keys=("OutOfMemoryError",),
+    ),
+    _Form(
+        "generic",
+        _c(
+            r"(?:Error|error|ERROR|FAILED|failed|RESOURCE_EXHAUSTED)\b[^\n]{0,120}?"
+            r"\b[Oo]ut [Oo]f [Mm]emory\b"
+        ),
+        "allocation",
+        _generic,
+        _x_torch,
+        keys=("ut of memory", "ut of Memory", "ut Of Memory", "ut Of memory"),
+    ),
+)
+
+_ANY_KEY = re.compile(
+    "|".join(sorted({re.escape(k) for f in _FORMS for k in f.keys}, key=len, reverse=True))
+)
+
+# A line that begins something new: a continuation of a wrapped message never looks like this.
+_STRUCTURAL = _c(
+    r"(?:Traceback \(most recent|File \"|During handling of|The above exception|\[rank\d|"
+    r"\[default\d|\(\w[\w.:-]{0,60} (?:pid|rank)=\d|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d |"
+    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[\d{4}-\d\d-\d\d|[A-Za-z_][\w.]{0,80}(?:Error|Exception|Warning):\s|"
+    r"Exception raised from|frame #\d|CUDA kernel errors|For debugging consider|Compile with|"
+    r"\$ |>>> |\w{1,40}: (?:loaded|llama_|ggml_|error)|[a-z_]{2,40}_\w{1,40}: )"
+)
+_CODE_LINE = _c(
+    r"\s*(?:if|elif|while|raise|except|assert|return|print|logger|logging|log|"
+    r"warnings|yield|def|#|//|\*|-{1,8}>\s?\d)\b"
+)
+_EXC_PREFIX = _c(r"([A-Za-z_][\w.]{0,100}(?:Error|Exception)):\s{0,4}$")
+_PY_HEADER = _c(r'\s{0,16}File "[^"\n]{1,1000}", line \d{1,9}, in ')
+_CONTINUATION_HINT = _c(
+    r"Tried to allocate|total capacity|reserved by PyTorch|is allocated by "
+    r"PyTorch|allocated memory|reserved in total|memory in use|already "
+    r"allocated|max seq len|KV cache|cache blocks|allowed: |other allocations"
+)
+_VLLM_TAG = _c(r"\((?:VllmWorker|EngineCore|RayWorkerWrapper|APIServer|Worker)\w{0,40}\s")
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+class _Reader:
+    def __init__(self, text: str) -> None:
+        self.lines = text.split("\n")
+        self.n = len(self.lines)
+        self._clean: dict[int, str] = {}
+        self._norm: dict[int, str] = {}
+
+    def clean(self, i: int) -> str:
+        s = self._clean.get(i)
+        if s is None:
+            s = self._clean[i] = clean_line(self.lines[i])
+        return s
+
+    def norm(self, i: int) -> str:
+        s = self._norm.get(i)
+        if s is None:
+            s = self._norm[i] = strip_prefix(self.clean(i))
+        return s
+
+    def is_code_line(self, i: int) -> bool:
+        if _CODE_LINE.match(self.norm(i)):
+            return True
+        return i > 0 and bool(_PY_HEADER.match(self.norm(i - 1)))
+
+    # -- one message starting at line i, column col
+    def gather(self, i: int, col: int, form: _Form) -> tuple[str, int, _Facts]:
+        first_clean = self.clean(i)
+        first = self.norm(i)
+        prefix = first_clean[: len(first_clean) - len(first)]
+        pieces = [first[col:]]
+        widths = [len(first_clean)]
+        ended = form.end is None or bool(form.end.search(pieces[0]))
+        if not ended:
+            size = len(pieces[0])
+            for j in range(i + 1, min(self.n, i + 1 + MAX_CONTINUATION_LINES)):
+                c = self.clean(j)
+                if not c.strip():
+                    break
+                cont = c[len(prefix) :] if prefix and c.startswith(prefix) else c
+                if _STRUCTURAL.match(cont.lstrip()) or self.is_code_line(j):
+                    break
+                pieces.append(cont)
+                widths.append(len(c))
+                size += len(cont)
+                tail = pieces[-2][-80:]
+                if form.end.search(tail + cont) or form.end.search(
+                    tail.rstrip() + " " + cont.strip()
+                ):
+                    ended = True
+                    break
+                if size > MAX_MESSAGE_CHARS:
+                    break
+        terminal_wrap = (
+            len(widths) > 1 and widths[0] >= 40 and all(w == widths[0] for w in widths[:-1])
+        )
+        if ended:
+            text, facts = self._best_join(pieces, form, terminal_wrap)
+            return text, i + len(pieces) - 1, facts
+        # No end marker: keep the shortest run of lines that carries the most figures.
+        best: tuple[int, int, str, _Facts] | None = None
+        for k in range(1, len(pieces) + 1):
+            text, facts = self._best_join(pieces[:k], form, terminal_wrap)
+            score = len(facts.figures) + len(facts.tokens)
+            if best is None or score > best[0]:
+                best = (score, k, text, facts)
+        assert best is not None
+        return best[2], i + best[1] - 1, best[3]
+
+    def _best_join(self, pieces: list[str], form: _Form, terminal_wrap: bool) -> tuple[str, _Facts]:
+        if len(pieces) == 1:
+            text = pieces[0]
+            facts = _Facts(form.binary_si)
+            form.extract(text, facts)
+            return text, facts
+        joined_cut = "".join(pieces)  # a terminal's hard wrap cuts anywhere, even mid-number
+        joined_space = " ".join([pieces[0].rstrip()] + [p.strip() for p in pieces[1:]])
+        f_cut, f_space = _Facts(form.binary_si), _Facts(form.binary_si)
+        form.extract(joined_cut, f_cut)
+        form.extract(joined_space, f_space)
+        s_cut = len(f_cut.figures) + len(f_cut.tokens)
+        s_space = len(f_space.figures) + len(f_space.tokens)
+        if s_cut > s_space or (s_cut == s_space and terminal_wrap):
+            return joined_cut, f_cut
+        return joined_space, f_space
+
+    def match_start(
+        self, text: str, limit: int | None = None
+    ) -> tuple[_Form, re.Match[str]] | None:
+        if not _ANY_KEY.search(text):
+            return None
+        for form in _FORMS:
+            if form.keys and not any(k in text for k in form.keys):
+                continue
+            m = form.start.search(text)
+            if m is None or (limit is not None and m.start() >= limit):
+                continue
+            if form.needs is not None and not form.needs.search(text):
+                continue
+            return form, m
+        return None
+
+    def event_at(self, i: int) -> tuple[OomEvent, int] | None:
+        """The event whose message starts on line i (or up to 3 lines above, when the terminal
+        cut its first words), and the last line it spans."""
+        text = self.norm(i)
+        hit = self.match_start(text)
+        start_line = i
+        if hit is None:
+            if not _CONTINUATION_HINT.search(text):
+                return None
+            for j in range(i - 1, max(-1, i - 4), -1):
+                if not self.clean(j).strip() or len(self.clean(j)) > 1_000:
+                    break  # a wrapped message's lines are short
+                window = [self.norm(j)] + [self.clean(k) for k in range(j + 1, i + 1)]
+                for joined in (
+                    "".join(window),
+                    " ".join([window[0].rstrip()] + [w.strip() for w in window[1:]]),
+                ):
+                    hit = self.match_start(joined, limit=len(window[0].rstrip()))
+                    if hit:
+                        break
+                if hit:
+                    start_line = j
+                    break
+            if hit is None:
+                return None
+        form, m = hit
+        if self.is_code_line(start_line):
+            return None
+        col = m.start()
+        if form.exception_prefix:
+            before = self.norm(start_line)[max(0, col - 120) : col]
+            pm = _EXC_PREFIX.search(before)
+            if pm:
+                col -= len(before) - pm.start()
+        if form.end is None:  # a one-line message: the whole line, prefixes removed
+            text_out = self.norm(start_line).strip()
+            facts = _Facts(form.binary_si)
+            form.extract(text_out, facts)
+            last = start_line
+        else:
+            text_out, last, facts = self.gather(start_line, col, form)
+        framework = (
+            form.framework if isinstance(form.framework, str) else form.framework(m, text_out)
+        )
+        kind = form.kind
+        if kind == "auto":
+            low = text_out.lower()
+            kind = "kv_cache" if ("kv cache" in low or "kv_cache" in low) else "allocation"
+        if form.name == "cuda_error":
+            # llama.cpp: "CUDA error: out of memory" then "  current device: 0, in function ggml_..."
+            for k in range(start_line + 1, min(self.n, start_line + 4)):
+                nxt = self.norm(k)
+                dm = re.search(r"current device: (\d{1,3})", nxt, _A)
+                if dm:
+                    facts.set_gpu(dm.group(1))
+                    if "ggml" in nxt or "llama" in nxt:
+                        framework = "llama.cpp"
+                    break
+        if form.name == "tgi":
+            _x_tgi_span(self.clean(start_line), facts)
+        message = re.sub(r"\s{2,}", " ", text_out).strip()[:MAX_MESSAGE_CHARS]
+        event = OomEvent(
+            framework=framework,
+            kind=kind,
+            message=message,
+            line_no=start_line + 1,
+            gpu_index=facts.gpu,
+            figures={k: facts.figures[k] for k in FIGURE_KEYS if k in facts.figures},
+            as_written={k: facts.written[k] for k in FIGURE_KEYS if k in facts.written},
+            tokens=dict(facts.tokens),
+        )
+        return event, last
+
+
+def _candidate_lines(text: str) -> list[int]:
+    """0-based indices of lines holding an anchor substring, in order (linear, C-speed finds)."""
+    starts: set[int] = set()
+    for anchor in _ANCHORS:
+        pos = text.find(anchor)
+        while pos != -1:
+            line_start = text.rfind("\n", 0, pos) + 1
+            starts.add(line_start)
+            nl = text.find("\n", pos)
+            if nl == -1:
+                break
+            pos = text.find(anchor, nl)
+    out: list[int] = []
+    line_no, prev = 0, 0
+    for s in sorted(starts):
+        line_no += text.count("\n", prev, s)
+        prev = s
+        out.append(line_no)
+    return out
+
+
+def _merge(a: OomEvent, b: OomEvent, kind: str | None = None) -> OomEvent:
+    figures = dict(a.figures)
+    written = dict(a.as_written)
+    for k, v in b.figures.items():
+        if k not in figures:
+            figures[k] = v
+            written[k] = b.as_written.get(k, "")
+    tokens = dict(a.tokens)
+    for k, v in b.tokens.items():
+        tokens.setdefault(k, v)
+    message = a.message if b.message in a.message else f"{a.message} | {b.message}"
+    return OomEvent(
+        framework=a.framework,
+        kind=kind or a.kind,
+        message=message[:MAX_MESSAGE_CHARS],
+        line_no=a.line_no,
+        gpu_index=a.gpu_index if a.gpu_index is not None else b.gpu_index,
+        figures={k: figures[k] for k in FIGURE_KEYS if k in figures},
+        as_written={k: written[k] for k in FIGURE_KEYS if k in written},
+        tokens=tokens,
+    )
+
+
+_ALLOCATOR_FRAMEWORKS = ("pytorch", "rocm", "xpu", "mps", "cuda", "cublas")
+
+
+def _with_framework(ev: OomEvent, framework: str) -> OomEvent:
+    return OomEvent(
+        framework=framework,
+        kind=ev.kind,
+        message=ev.message,
+        line_no=ev.line_no,
+        gpu_index=ev.gpu_index,
+        figures=ev.figures,
+        as_written=ev.as_written,
+        tokens=ev.tokens,
+    )
+
+
+def _postprocess(
+    events: list[tuple[OomEvent, int]], reader: _Reader, ollama: bool
+) -> list[OomEvent]:
+    out: list[OomEvent] = []
+    ends: list[int] = []  # last line (0-based) of each kept event
+    prev_end = -1
+    for ev, last in events:
+        if ev.framework == "llama.cpp" and ollama:
+            ev = _with_framework(ev, "ollama")
+        if ev.framework in _ALLOCATOR_FRAMEWORKS:
+            idx = ev.line_no - 1
+            frames = collect_frames(reader.lines, idx, prev_end + 1, reader.norm)
+            files = " ".join(fr.file.lower() for fr in frames)
+            if "deepspeed/" in files:
+                ev = _with_framework(ev, "deepspeed")
+            elif "/vllm/" in files or _VLLM_TAG.match(reader.clean(idx)):
+                ev = _with_framework(ev, "vllm")
+            elif "text_generation_server" in files:
+                ev = _with_framework(ev, "tgi")
+        if out:
+            p = out[-1]
+            gap = ev.line_no - 1 - ends[-1]
+            # vLLM start-up lines: one event per start-up block
+            if (
+                ev.kind == "startup"
+                and p.kind == "startup"
+                and p.framework == ev.framework
+                and (
+                    gap <= 2
+                    or (
+                        gap <= 200
+                        and not (set(p.figures) & set(ev.figures))
+                        and not (set(p.tokens) & set(ev.tokens))
+                    )
+                )
+            ):
+                out[-1] = _merge(p, ev)
+                ends[-1] = last
+                prev_end = last
+                continue
+            # llama.cpp / ollama report one failure on several consecutive lines
+            if (
+                ev.framework in ("llama.cpp", "ollama")
+                and p.framework == ev.framework
+                and ev.kind != "startup"
+                and p.kind != "startup"
+                and gap <= 3
+            ):
+                kind = "kv_cache" if "kv_cache" in (p.kind, ev.kind) else "allocation"
+                out[-1] = _merge(p, ev, kind)
+                ends[-1] = last
+                prev_end = last
+                continue
+            # text-generation-inference echoes its warm-up error (shard, router, launcher)
+            if ev.framework == "tgi" and ev.kind == "kv_cache":
+                echo = next(
+                    (
+                        k
+                        for k in range(len(out) - 1, -1, -1)
+                        if out[k].framework == "tgi"
+                        and out[k].kind == "kv_cache"
+                        and out[k].tokens.get("prefill_tokens") == ev.tokens.get("prefill_tokens")
+                        and ev.line_no - out[k].line_no <= 400
+                    ),
+                    None,
+                )
+                if echo is not None:
+                    out[echo] = _merge(out[echo], ev)
+                    prev_end = last
+                    continue
+        out.append(ev)
+        ends.append(last)
+        prev_end = last
+    return out
+
+
+# ------------------------------------------------------------------------------ not an OOM
+
+_EXCEPTION_LINE = _c(
+    r"(?:[A-Za-z_][\w.]{0,100}\.)?[A-Z]\w{0,80}(?:Error|Exception|Exit|Interrupt|"
+    r"Failure)\b(?::\s?.{0,400})?\s*$|Error: .{1,400}$"
+)
+_KILLED = _c(
+    r"(?:^|\s)Killed\s*$|exit(?:code| code| status)\s*:?\s*(?:137|-9)\b|"
+    r"\bSIGKILL\b|signal 9\b"
+)
+_UNREADABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+
+
+def _last_exception(reader: _Reader) -> int | None:
+    """0-based index of the last exception line ("ValueError: ...") in the last 5,000 lines."""
+    for i in range(reader.n - 1, max(-1, reader.n - 5_000), -1):
+        line = reader.norm(i).strip()
+        if line and _EXCEPTION_LINE.match(line) and not reader.is_code_line(i):
+            return i
+    return None
+
+
+def _not_oom_reason(text: str, reader: _Reader, events: list[OomEvent]) -> str:
+    if not text.strip():
+        return (
+            "the text is empty: paste the error output of the failing run (the traceback "
+            "or the last lines of its log)"
+        )
+    sample = text[:100_000]
+    bad = len(_UNREADABLE.findall(sample))
+    if bad > 0.1 * len(sample):
+        return (
+            f"this does not look like a log ({bad * 100 // max(1, len(sample))}% of the "
+            "characters are not text): paste the error output of the failing run as text"
+        )
+    last = _last_exception(reader)
+    last_exc = reader.norm(last).strip() if last is not None else None
+    tail = f"it ends with {last_exc[:240]}" if last_exc else None
+    notes = []
+    if "[deepspeed] OVERFLOW!" in text:
+        notes.append(
+            "'[deepspeed] OVERFLOW!' is an fp16 loss-scale overflow (the step is "
+            "skipped), not a memory error"
+        )
+    window = "\n".join(reader.clean(i) for i in range(max(0, reader.n - 200), reader.n))
+    if _KILLED.search(window):
+        notes.append(
+            "the process was killed (SIGKILL / exit 137), which usually means the "
+            "host ran out of system RAM (the kernel's OOM killer), not GPU memory"
+        )
+    startup = [e for e in events if e.kind == "startup"]
+    if startup:
+        frameworks = sorted({e.framework for e in startup})
+        notes.append(f"only {'/'.join(frameworks)} start-up memory lines were found, no failure")
+    parts = [p for p in (tail, *notes) if p]
+    if not parts:
+        parts = [f"no error line in its {reader.n:,} lines"]
+    return (
+        "no out-of-memory error in this text: "
+        + "; ".join(parts)
+        + "; paste the traceback of the failing run"
+    )
+
+
+# ------------------------------------------------------------------------------ entry point
+
+
+def read_log(text: str) -> TriageReading:
+    """Everything out-of-memory in `text` (a traceback, a log tail, a whole log)."""
+    if isinstance(text, bytes | bytearray):
+        text = bytes(text).decode("utf-8", errors="replace")
+    elif not isinstance(text, str):
+        text = str(text)
+    if "\x1b" in text:
+        text = ANSI_RE.sub("", text)
+    if "\r" in text and "\n" not in text:
+        text = text.replace("\r", "\n")  # old Mac line endings
+    reader = _Reader(text)
+    found: list[tuple[OomEvent, int]] = []
+    consumed_until = -1
+    for i in _candidate_lines(text):
+        if i <= consumed_until or i >= reader.n:
+            continue
+        hit = reader.event_at(i)
+        if hit is None:
+            continue
+        event, last = hit
+        if event.line_no - 1 <= consumed_until:
+            continue
+        found.append(hit)
+        consumed_until = last
+    ollama = any(ev.framework == "llama.cpp" for ev, _ in found) and (
+        "ollama" in text or "llama runner" in text or ("source=" in text and ".go:" in text)
+    )
+    events = _postprocess(found, reader, ollama)
+    failures = [e for e in events if e.kind != "startup"]
+    is_oom = bool(failures)
+    allocation = [e for e in events if e.kind == "allocation"]
+    primary = allocation[-1] if allocation else (events[-1] if events else None)
+    if primary is not None and primary.kind == "startup" and failures:
+        primary = failures[-1]
+    if is_oom and primary is not None:
+        phase = localise_phase(reader.lines, primary.line_no)
+    elif text.strip():
+        last = _last_exception(reader)
+        phase = (
+            localise_phase(reader.lines, last + 1)
+            if last is not None
+            else PhaseVerdict("unknown", "", None, "no error line in the text")
+        )
+    else:
+        phase = PhaseVerdict("unknown", "", None, "the text is empty")
+    return TriageReading(
+        is_oom=is_oom,
+        events=tuple(events),
+        primary=primary,
+        phase=phase,
+        framework=primary.framework if primary else None,
+        not_oom_reason="" if is_oom else _not_oom_reason(text, reader, events),
+    )
+
+
+__all__ = [
+    "FIGURE_KEYS",
+    "FRAMEWORKS",
+    "KINDS",
+    "OomEvent",
+    "TriageReading",
+    "line_tag",
+    "read_log",
+]
