@@ -87,3 +87,19 @@ def test_help(snap_compare, catalog, tmp_path):
     """The help screen: what the statuses and units mean, and every key with its binding id."""
     app = make_app(catalog, tmp_path)
     assert snap_compare(app, press=["f1"], terminal_size=LARGE, run_before=no_blink)
+
+
+def test_triage_tab(snap_compare, catalog, tmp_path):
+    """Triage tab after reading a current-form PyTorch OOM against the chat spec."""
+    log = (REPO / "tests" / "triage_logs" / "pytorch_cuda_current_generate.log").read_text()
+
+    async def read(pilot) -> None:
+        await no_blink(pilot)
+        await pilot.press("f7")
+        pilot.app.triage_pane.set_log_text(log)
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+
+    assert snap_compare(
+        make_app(catalog, tmp_path, CHAT_SPEC), terminal_size=LARGE, run_before=read
+    )

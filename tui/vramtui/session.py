@@ -37,6 +37,7 @@ class Results:
     arch: object | None
     estimate: Estimate
     shortlist: object | None  # vramtui.shortlist.Shortlist
+    checkpoint: object | None = None  # CheckpointInfo of a local model directory
 
 
 @dataclass
@@ -60,6 +61,8 @@ class SizingSession:
     catalog: object | None = None
     days: float | None = None
     today: datetime.date | None = None
+    triage_reading: object | None = None  # vramtui.triage.reader.TriageReading
+    triage_advice: object | None = None  # vramtui.triage.advice.Advice
 
     # ------------------------------------------------------------------ construction
 
@@ -182,6 +185,71 @@ class SizingSession:
             self.general_error = message
         return EditOutcome(False, path, message)
 
+    # ------------------------------------------------------------------ triage
+
+    def triage_read(self, text: str):
+        """Read a pasted log; advise against the last valid spec. Returns the reading."""
+        from vramtui.triage.reader import read_log
+
+        self.triage_reading = read_log(text)
+        self._triage_advise()
+        return self.triage_reading
+
+    def triage_set_phase(self, phase: str) -> None:
+        """The user corrects the stage the reader decided."""
+        from dataclasses import replace
+
+        r = self.triage_reading
+        if r is None or r.phase.phase == phase:
+            return
+        verdict = replace(
+            r.phase, phase=phase, reason=f"set by hand (the reader said {r.phase.phase})"
+        )
+        self.triage_reading = replace(r, phase=verdict)
+        self._triage_advise()
+
+    def _triage_advise(self) -> None:
+        from vramtui.triage.advice import advise
+
+        r = self.triage_reading
+        self.triage_advice = None
+        if r is not None and r.is_oom:
+            res = self.results
+            self.triage_advice = advise(
+                r, res.spec, res.arch, res.checkpoint, self.catalog, res.estimate
+            )
+
+    def triage_apply(self, index: int) -> EditOutcome:
+        """Apply recommendation `index` (one variable) and log the attempt in the spec."""
+        from vramtui.triage.advice import record_attempt
+
+        if not self.is_valid:
+            raise SpecError("fix the invalid field first: a triage change applies to a valid spec")
+        rec = self.triage_advice.recommendations[index]
+        new = record_attempt(self.spec, self.triage_reading, self.triage_advice, rec)
+        return self.replace_spec(new)
+
+    def triage_record_measured(self) -> int:
+        from vramtui.triage.advice import with_measurements
+
+        ms = self.triage_advice.measurements if self.triage_advice else ()
+        if ms:
+            self.replace_spec(with_measurements(self.spec, ms))
+        return len(ms)
+
+    def triage_set_outcome(self, index: int, outcome: str) -> None:
+        from vramtui.triage.advice import set_outcome
+
+        self.replace_spec(set_outcome(self.spec, index, outcome))
+
+    def replace_spec(self, spec: Spec) -> EditOutcome:
+        """Load a whole new spec into the form (after a triage change), marked unsaved."""
+        self.form = spec_to_dict(spec)
+        self.texts.clear()
+        self.errors.clear()
+        self.dirty = True
+        return self.revalidate()
+
     def set_days(self, days: float | None) -> None:
         self.days = days
         self.revalidate()
@@ -220,4 +288,4 @@ def compute(spec: Spec, base_dir: Path | None, catalog, days, today) -> Results:
         from vramtui.shortlist import shortlist
 
         sl = shortlist(spec, est, catalog, arch=arch, days=days, today=today)
-    return Results(spec=spec, arch=arch, estimate=est, shortlist=sl)
+    return Results(spec=spec, arch=arch, estimate=est, shortlist=sl, checkpoint=checkpoint)

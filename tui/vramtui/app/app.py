@@ -16,6 +16,7 @@ from vramtui.app.screens.dialogs import HelpScreen, PathPrompt, RecoverDraft
 from vramtui.app.widgets.ledger_pane import LedgerPane
 from vramtui.app.widgets.shortlist_pane import ShortlistPane
 from vramtui.app.widgets.spec_form import SpecForm
+from vramtui.app.widgets.triage_pane import TriagePane, TriageRequest
 from vramtui.config import UNITS, Config
 from vramtui.drafts import discard_draft, draft_path, read_draft, write_draft
 from vramtui.errors import VramtuiError
@@ -40,6 +41,7 @@ class VramtuiApp(App):
         Binding("f4", "cycle_units", "Units", id="units"),
         Binding("f5", "show_tab('sizing')", "Sizing", id="tab.sizing"),
         Binding("f6", "show_tab('shortlist')", "Shortlist", id="tab.shortlist"),
+        Binding("f7", "show_tab('triage')", "Triage", id="tab.triage"),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
@@ -73,6 +75,7 @@ class VramtuiApp(App):
         self.form = SpecForm(self.session, id="form")
         self.ledger_pane = LedgerPane(gpus, id="ledger")
         self.shortlist_pane = ShortlistPane(id="shortlist-pane")
+        self.triage_pane = TriagePane(id="triage-pane")
         with TabbedContent(initial="sizing", id="tabs") as tabs:
             self.tabs = tabs
             with TabPane("Sizing", id="sizing"):
@@ -81,6 +84,8 @@ class VramtuiApp(App):
                     yield self.ledger_pane
             with TabPane("Shortlist", id="shortlist"):
                 yield self.shortlist_pane
+            with TabPane("Triage", id="triage"):
+                yield self.triage_pane
         yield Footer()
 
     def on_mount(self) -> None:
@@ -121,6 +126,16 @@ class VramtuiApp(App):
         if shortlist != self._shortlist_shown:
             self.shortlist_pane.show(results.shortlist, self.unit)
             self._shortlist_shown = shortlist
+        triage = (
+            self.session.triage_reading,
+            self.session.triage_advice,
+            results.spec.triage,
+            results.spec.measured,
+            self.unit,
+        )
+        if triage != getattr(self, "_triage_shown", None):
+            self.triage_pane.show(self.session, self.unit)
+            self._triage_shown = triage
         self._update_title()
 
     def _update_title(self) -> None:
@@ -205,7 +220,11 @@ class VramtuiApp(App):
         self.tabs.active = tab
         target = self._tab_focus.get(tab)
         if target is None or not target.is_attached:
-            target = self.form if tab == "sizing" else self.shortlist_pane.table
+            target = {
+                "sizing": self.form,
+                "shortlist": self.shortlist_pane.table,
+                "triage": self.triage_pane.query_one("#triage-log"),
+            }[tab]
         target.focus()
 
     def action_help(self) -> None:
@@ -258,6 +277,63 @@ class VramtuiApp(App):
         await self._replace_session(session)
         self.notify(f"opened {path}")
 
+    async def on_triage_request(self, message: TriageRequest) -> None:
+        """The triage wizard: read, correct the stage, apply one change, log the outcome."""
+        s = self.session
+        try:
+            if message.action == "read":
+                reading = s.triage_read(message.value or "")
+                if not reading.is_oom:
+                    self.notify(
+                        reading.not_oom_reason or "no out-of-memory error in this text",
+                        severity="warning",
+                        timeout=8,
+                    )
+            elif message.action == "open":
+                path = Path(str(message.value or "")).expanduser()
+                from vramtui.triage.command import _read_text
+
+                text = _read_text(str(path)) if str(message.value or "").strip() else ""
+                if not text:
+                    self.notify("give the path of a log file", severity="warning")
+                    return
+                self.triage_pane.set_log_text(text[-200_000:])
+                s.triage_read(text)
+            elif message.action == "phase":
+                s.triage_set_phase(str(message.value))
+            elif message.action == "apply":
+                if s.triage_advice is None or not s.triage_advice.recommendations:
+                    self.notify("read an out-of-memory log first", severity="warning")
+                    return
+                rec = s.triage_advice.recommendations[int(message.value)]
+                s.triage_apply(int(message.value))
+                await self.form.rebuild()
+                self._schedule_autosave()
+                self.notify(
+                    f"applied: {rec.change} — logged as a pending attempt; re-run the "
+                    "job, then report its outcome",
+                    timeout=8,
+                )
+            elif message.action == "measured":
+                n = s.triage_record_measured()
+                self.notify(
+                    f"{n} measured figure(s) stored with the spec"
+                    if n
+                    else "the error holds no figure to store",
+                    timeout=6,
+                )
+                if n:
+                    self._schedule_autosave()
+            elif message.action == "outcome":
+                if not s.spec.triage:
+                    self.notify("no attempt logged yet", severity="warning")
+                    return
+                s.triage_set_outcome(len(s.spec.triage) - 1, str(message.value))
+                self._schedule_autosave()
+        except VramtuiError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+        self._refresh_all()
+
     async def _replace_session(self, session: SizingSession) -> None:
         self.session = session
         form = self.form
@@ -305,5 +381,10 @@ class VramtuiApp(App):
             "Show shortlist",
             "Rental candidates and their evidence",
             lambda: self.action_show_tab("shortlist"),
+        )
+        yield SystemCommand(
+            "Show triage",
+            "Read an out-of-memory error, change one variable",
+            lambda: self.action_show_tab("triage"),
         )
         yield SystemCommand("Help", "Keys, statuses and units", self.action_help)

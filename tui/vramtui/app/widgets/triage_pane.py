@@ -1,0 +1,211 @@
+"""The triage wizard: paste or open a log -> figures and stage (editable) -> single changes ->
+apply one -> the attempt is logged in the spec; report its outcome when the job has run."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, DataTable, Input, Label, Select, Static, TextArea
+
+from vramtui.triage.phase import PHASES
+from vramtui.render import unit_label
+from vramtui.units import format_bytes
+
+
+class TriageRequest(Message):
+    """The user asked the app to do something with the triage state."""
+
+    def __init__(self, action: str, value: object = None) -> None:
+        super().__init__()
+        self.action = action  # read | open | phase | apply | measured | outcome
+        self.value = value
+
+
+class TriagePane(Vertical):
+    BINDINGS = [Binding("ctrl+r", "read", "Read log", id="triage.read")]
+
+    def action_read(self) -> None:
+        self.post_message(TriageRequest("read", self.query_one("#triage-log", TextArea).text))
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="triage-input-row"):
+            with Vertical(id="triage-paste-col"):
+                yield Label("1. Paste what the job printed (or open a log file)")
+                yield TextArea(id="triage-log", soft_wrap=False, show_line_numbers=False)
+                with Horizontal(classes="triage-buttons"):
+                    yield Button("Read (ctrl+r)", id="triage-read", variant="primary", compact=True)
+                    yield Input(placeholder="path/to/job.log", id="triage-path", compact=True)
+                    yield Button("Open log", id="triage-open", compact=True)
+            with VerticalScroll(id="triage-reading"):
+                yield Label("2. What the error says")
+                yield Static("Nothing read yet.", id="triage-summary")
+                with Horizontal(id="triage-phase-row"):
+                    yield Label("stage ")
+                    yield Select(
+                        [(p, p) for p in PHASES],
+                        id="triage-phase",
+                        allow_blank=True,
+                        compact=True,
+                        prompt="(read a log)",
+                    )
+                yield Static(id="triage-figures")
+        yield Label("3. Change exactly one variable (predicted peak of the failing stage)")
+        yield DataTable(id="triage-recs", cursor_type="row", zebra_stripes=True)
+        with Horizontal(classes="triage-buttons"):
+            yield Button(
+                "Apply selected change", id="triage-apply", variant="warning", compact=True
+            )
+            yield Button("Record figures as measured", id="triage-measured", compact=True)
+            yield Button("Last attempt: fixed", id="triage-fixed", compact=True)
+            yield Button("Last attempt: still OOM", id="triage-still", compact=True)
+        yield Static(id="triage-log-view")
+
+    def on_mount(self) -> None:
+        t = self.query_one("#triage-recs", DataTable)
+        widths = {"change": 44, "peak": 14}
+        for key, label in (
+            ("n", "#"),
+            ("variable", "variable"),
+            ("peak", "predicted peak"),
+            ("fits", "fits"),
+            ("change", "change"),
+            ("recheck", "re-check"),
+        ):
+            t.add_column(label, key=key, width=widths.get(key))
+
+    # ------------------------------------------------------------------ user -> app
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        bid = event.button.id
+        if bid == "triage-read":
+            self.post_message(TriageRequest("read", self.query_one("#triage-log", TextArea).text))
+        elif bid == "triage-open":
+            self.post_message(TriageRequest("open", self.query_one("#triage-path", Input).value))
+        elif bid == "triage-apply":
+            t = self.query_one("#triage-recs", DataTable)
+            if t.row_count:
+                self.post_message(TriageRequest("apply", t.cursor_row))
+        elif bid == "triage-measured":
+            self.post_message(TriageRequest("measured"))
+        elif bid in ("triage-fixed", "triage-still"):
+            outcome = "fixed" if bid == "triage-fixed" else "still out of memory"
+            self.post_message(TriageRequest("outcome", outcome))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "triage-path":
+            event.stop()
+            self.post_message(TriageRequest("open", event.value))
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "triage-phase":
+            event.stop()
+            if event.value is not Select.NULL:
+                self.post_message(TriageRequest("phase", str(event.value)))
+
+    # ------------------------------------------------------------------ app -> view
+
+    def set_log_text(self, text: str) -> None:
+        self.query_one("#triage-log", TextArea).text = text
+
+    def show(self, session, unit: str) -> None:
+        reading, advice = session.triage_reading, session.triage_advice
+        summary = self.query_one("#triage-summary", Static)
+        figures = self.query_one("#triage-figures", Static)
+        table = self.query_one("#triage-recs", DataTable)
+        table.clear()
+        phase_select = self.query_one("#triage-phase", Select)
+        if reading is None:
+            summary.update("Nothing read yet.")
+            figures.update("")
+        elif not reading.is_oom:
+            summary.update(
+                Text(
+                    reading.not_oom_reason or "No out-of-memory error in this text.", style="yellow"
+                )
+            )
+            figures.update("")
+        else:
+            ev = reading.primary
+            text = Text()
+            text.append(f"{ev.framework} out of memory", style="bold red")
+            if ev.gpu_index is not None:
+                text.append(f" on GPU {ev.gpu_index}")
+            text.append(f" (line {ev.line_no}")
+            if len(reading.events) > 1:
+                text.append(f"; {len(reading.events)} events in the text, acting on this one")
+            text.append(")\n")
+            ph = reading.phase
+            text.append(f"stage {ph.phase}: ", style="bold")
+            text.append(f"{ph.reason}")
+            if ph.evidence:
+                text.append(f"\nline {ph.line_no}: {ph.evidence}", style="dim")
+            if advice is not None:
+                text.append(f"\n{advice.deviation}")
+                for w in advice.warnings:
+                    text.append(f"\nwarning: {w}", style="yellow")
+            summary.update(text)
+            with phase_select.prevent(Select.Changed):
+                phase_select.value = ph.phase
+            ft = Table(
+                title="figures (measured by the framework at the failure)", title_justify="left"
+            )
+            ft.add_column("figure")
+            ft.add_column("as written")
+            ft.add_column(unit_label(unit), justify="right")
+            for key, value in ev.figures.items():
+                shown = f"{value:,} B" if unit == "bytes" else format_bytes(value, unit)
+                ft.add_row(
+                    key.removesuffix("_bytes").replace("_", " "), ev.as_written.get(key, ""), shown
+                )
+            for key, value in ev.tokens.items():
+                ft.add_row(key.replace("_", " "), "", f"{value:,} tokens")
+            figures.update(ft)
+        if advice is not None:
+            for i, r in enumerate(advice.recommendations, 1):
+                peak = (
+                    format_bytes(r.predicted_peak_bytes, unit if unit != "bytes" else "gib")
+                    if r.predicted_peak_bytes
+                    else "-"
+                )
+                table.add_row(
+                    str(i),
+                    r.variable,
+                    Text(peak, justify="right"),
+                    {True: "yes", False: "no", None: "?"}[r.fits],
+                    Text(r.change, overflow="ellipsis", no_wrap=True),
+                    Text(r.recheck),
+                )
+        self._show_log(session.spec)
+
+    def _show_log(self, spec) -> None:
+        view = self.query_one("#triage-log-view", Static)
+        if not spec.triage and not spec.measured:
+            view.update(
+                Text(
+                    "4. Attempts are logged in the spec ([[triage]]) with their "
+                    "outcome; save the spec to keep them.",
+                    style="dim",
+                )
+            )
+            return
+        t = Table(title="triage log (kept in the spec)", title_justify="left")
+        for col in ("#", "time", "stage", "variable", "change", "predicted", "outcome"):
+            t.add_column(col)
+        for i, a in enumerate(spec.triage, 1):
+            t.add_row(
+                str(i),
+                a.time,
+                a.phase,
+                a.variable,
+                a.change,
+                format_bytes(a.predicted_peak_bytes) if a.predicted_peak_bytes else "-",
+                a.outcome,
+            )
+        if spec.measured:
+            t.caption = f"{len(spec.measured)} measured figure(s) stored with the spec"
+        view.update(t)
