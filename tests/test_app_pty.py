@@ -128,12 +128,7 @@ def start_and_edit(tmp_path: Path, spec: Path) -> PtyApp:
     app = PtyApp([str(spec)], child_env(tmp_path), cwd=tmp_path)
     app.wait_for("Manual reserve (6 GiB)")  # the ledger has drawn: the first full frame
     app.read_for(1.0)  # keys sent at the very first frame can land before the focus settles
-    # Focus starts on the tab bar; Tab moves to the form, Tab again to its first input (Name),
-    # which selects its text, so typing replaces it.
-    app.type("\t")
-    app.read_for(0.3)
-    app.type("\t")
-    app.read_for(0.3)
+    # Focus starts in the form's first input (Name) with its text selected: typing replaces it.
     app.type("pty edit")
     app.wait_for("(modified)")  # the title says the session holds an unsaved edit
     return app

@@ -92,3 +92,14 @@ def discard_draft(path: Path | None = None) -> None:
         (path or draft_path()).unlink()
     except FileNotFoundError:
         pass
+
+
+def set_aside_draft(path: Path | None = None) -> Path | None:
+    """Move the draft to `draft.set-aside-<UTC time>.toml` beside it; return that path."""
+    source = path or draft_path()
+    if not source.is_file():
+        return None
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = source.with_name(f"draft.set-aside-{stamp}.toml")
+    source.replace(target)
+    return target

@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
 from vramtui.app.messages import CandidateSelected, FieldEdited
 from vramtui.app.screens.dialogs import HelpScreen, PathPrompt, RecoverDraft
@@ -18,7 +18,13 @@ from vramtui.app.widgets.shortlist_pane import ShortlistPane
 from vramtui.app.widgets.spec_form import SpecForm
 from vramtui.app.widgets.triage_pane import TriagePane, TriageRequest
 from vramtui.config import UNITS, Config
-from vramtui.drafts import discard_draft, draft_path, read_draft, write_draft
+from vramtui.drafts import (
+    discard_draft,
+    draft_path,
+    read_draft,
+    set_aside_draft,
+    write_draft,
+)
 from vramtui.errors import VramtuiError
 from vramtui.session import SizingSession
 
@@ -98,10 +104,21 @@ class VramtuiApp(App):
                 self.notify(f"catalogue: {problem}", severity="warning", timeout=8)
         self._install_signal_handlers()
         self._refresh_all()
+        self.call_after_refresh(self._focus_first_field)
         if self.offer_draft:
             draft = read_draft(self.draft_file)
             if draft is not None:
                 self.push_screen(RecoverDraft(draft.describe()), self._recover_answer)
+
+    def _focus_first_field(self) -> None:
+        """Keyboard first: start in the form's first input, not on the tab bar."""
+        if self.screen is not self.screen_stack[0]:
+            return  # a dialog (recover draft) is up: leave its focus alone
+        if self.focused is not None and not isinstance(self.focused, Tabs):
+            return  # the user (or a test) has already chosen where to be
+        first = next(iter(self.form.query("Input, Select")), None)
+        if first is not None:
+            first.focus()
 
     def _install_signal_handlers(self) -> None:
         try:
@@ -267,13 +284,18 @@ class VramtuiApp(App):
     async def _open_answer(self, path: str | None) -> None:
         if not path:
             return
-        if self.session.dirty:
-            self.save_draft_now()
         try:
             session = SizingSession.open(Path(path).expanduser(), self.session.catalog)
         except VramtuiError as exc:
             self.notify(str(exc), severity="error", timeout=10)
             return
+        if self.session.dirty:
+            # The unsaved edits belong to the other spec: keep them apart, never overwritten
+            # by the next autosave nor removed by a clean quit.
+            self.save_draft_now()
+            aside = set_aside_draft(self.draft_file)
+            if aside is not None:
+                self.notify(f"unsaved edits of the previous spec kept as {aside}", timeout=10)
         await self._replace_session(session)
         self.notify(f"opened {path}")
 

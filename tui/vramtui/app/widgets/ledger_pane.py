@@ -52,7 +52,7 @@ class LedgerPane(Vertical):
 
     def on_mount(self) -> None:
         table = self.query_one("#ledger-table", DataTable)
-        table.add_column("size", key="size", width=11)
+        table.add_column("size", key="size", width=13)
         table.add_column("item", key="item", width=32)
         table.add_column("status", key="status", width=11)
         table.add_column("stages", key="stages")
@@ -79,10 +79,14 @@ class LedgerPane(Vertical):
         table.clear()
         for item in est.items:
             if item.is_unknown:
-                size = Text("unknown", style=STATUS_STYLE["unknown"])
+                size = Text("? unknown", style=STATUS_STYLE["unknown"], justify="right")
             else:
                 per_gpu = max(max(item.gpu_bytes_at(s, layout)) for s in item.stages)
-                size = Text(_size(per_gpu, unit), justify="right")
+                # The status mark rides with the figure, so it shows even when a narrow
+                # terminal scrolls the status column out of view.
+                size = Text(f"{STATUS_MARK[item.status][0]} ", style=STATUS_STYLE[item.status])
+                size.append(_size(per_gpu, unit), style="")
+                size.justify = "right"
             table.add_row(
                 size,
                 Text(item.name, overflow="ellipsis", no_wrap=True),
