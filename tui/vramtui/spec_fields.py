@@ -51,7 +51,7 @@ class FieldDef:
     path: str  # dotted key path in the TOML form, e.g. "lengths.prompt_tokens"
     label: str
     group: str
-    kind: str  # model | int | number | str | choice | bool | list | bytes | date | quality
+    kind: str  # model | int | number | str | choice | bool | list | groups | bytes | date | quality
     choices: tuple[str, ...] = ()
     optional: bool = False  # an empty text removes the key
     help: str = ""
@@ -120,6 +120,14 @@ FIELDS: tuple[FieldDef, ...] = (
         help="comma-separated module names, or all-linear",
     ),
     FieldDef("weights.format", "Weight format", "formats", "choice", WEIGHT_FORMATS),
+    FieldDef(
+        "weights.groups",
+        "Per-group formats",
+        "formats",
+        "groups",
+        optional=True,
+        help="module groups kept in another format, e.g. lm_head=bf16, embedding=bf16",
+    ),
     FieldDef(
         "weights.double_quant",
         "Double quant",
@@ -321,6 +329,8 @@ def value_text(f: FieldDef, value: Any) -> str:
         return ""
     if f.kind == "list":
         return ", ".join(value)
+    if f.kind == "groups":
+        return ", ".join(f"{g}={fmt}" for g, fmt in dict(value).items())
     if f.kind == "quality":
         return "\n".join(
             " | ".join(
@@ -369,6 +379,16 @@ def parse_text(f: FieldDef, text: str) -> Any:
             if not items:
                 raise ValueError
             return items
+        if f.kind == "groups":
+            pairs = {}
+            for part in t.split(","):
+                if not part.strip():
+                    continue
+                group, sep, fmt = part.partition("=")
+                if not sep or not group.strip() or not fmt.strip():
+                    raise ValueError
+                pairs[group.strip()] = fmt.strip()
+            return pairs or None
         if f.kind == "bytes":
             return parse_bytes(t)
         if f.kind == "date":
@@ -388,6 +408,7 @@ def _expected(f: FieldDef) -> str:
         "bool": "write true or false",
         "choice": f"choose one of {', '.join(f.choices)}",
         "list": "write names separated by commas",
+        "groups": "write group=format pairs separated by commas, e.g. lm_head=bf16",
         "bytes": "write a size with its unit, e.g. 612 MiB or 0.6 GB",
         "date": "write a date as YYYY-MM-DD",
         "quality": "write one criterion per line: metric | threshold | note",
