@@ -84,7 +84,7 @@ class PtyApp:
                 return True
         return False
 
-    def wait_for(self, needle: str, seconds: float = 20) -> None:
+    def wait_for(self, needle: str, seconds: float = 40) -> None:
         if not self.read_for(seconds, lambda t: needle in t):
             tail = self.text[-1500:]
             raise AssertionError(f"{needle!r} not on screen within {seconds} s; tail:\n{tail}")
@@ -144,9 +144,10 @@ def assert_draft_has_the_edit(tmp_path: Path, spec: Path) -> None:
 def test_sighup_saves_the_draft_and_exits(tmp_path, seed_copy):
     app = start_and_edit(tmp_path, seed_copy)
     try:
-        assert not (tmp_path / "state" / "draft.toml").exists()  # the autosave is 1 s away
+        # The exit note below proves the SIGHUP handler wrote the draft (under load the 1 s
+        # autosave may have written one already, so the file's absence is not checked).
         app.proc.send_signal(signal.SIGHUP)
-        code = app.wait_exit(10)
+        code = app.wait_exit(20)
         app.read_for(0.5)
         assert code == 0, app.text[-1500:]
         assert "Traceback" not in app.text
@@ -163,7 +164,7 @@ def test_terminal_hang_up_saves_the_draft(tmp_path, seed_copy):
     app = start_and_edit(tmp_path, seed_copy)
     try:
         app.hang_up()
-        code = app.wait_exit(10)
+        code = app.wait_exit(20)
         assert code == 0
     finally:
         app.close()

@@ -123,10 +123,80 @@ def build_parser() -> argparse.ArgumentParser:
     of = sub.add_parser("offers", help="list the rental offers in the catalogue")
     of.add_argument("--catalog", metavar="DIR", help="a catalogue directory (gpus/, offers/)")
 
+    _add_watch_parser(sub)
+
     models = sub.add_parser("models", help="list the model catalogue")
     models.add_argument("query", nargs="?", help="substring to filter ids")
     models.add_argument("--catalog", metavar="DIR")
     return parser
+
+
+WATCH_EPILOG = """\
+headless:
+  vramtui watch --once --json            one snapshot as JSON (bytes), exit 0; without an
+                                         NVIDIA driver the "error" field says why
+  vramtui watch --once                   the same as tables (memory in GiB, n/a = not reported)
+  vramtui watch --json --record F.jsonl  JSON lines until Ctrl-C, also appended to F.jsonl
+  vramtui watch --replay F.jsonl --once  the first recorded snapshot (--json: all, timed)
+
+Counters are measured by NVML: v2 memory info (driver R510+) reports the driver's reserved
+carve-out apart from "used"; v1 counts it in "used". Devices are read every --interval,
+processes every --process-interval (never below 0.25 s).
+"""
+
+
+def _add_watch_parser(sub) -> None:
+    w = sub.add_parser(
+        "watch",
+        help="live GPU memory counters and processes (NVML), headless or in the app",
+        description="Live GPU counters (NVML) and the processes holding memory, with the memory "
+        "no listed process accounts for. Without --once/--json it opens the app's feed pane.",
+        epilog=WATCH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    w.add_argument("--once", action="store_true", help="one snapshot, then exit")
+    w.add_argument("--json", action="store_true", help="JSON (one compact line per snapshot)")
+    w.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds between device polls (default 1, at least 0.25)",
+    )
+    w.add_argument(
+        "--process-interval",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds between process polls (default 2, at least 0.25)",
+    )
+    w.add_argument("--record", metavar="FILE", help="append each snapshot to FILE (JSON lines)")
+    w.add_argument("--replay", metavar="FILE", help="read a recording instead of the driver")
+    w.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="replay speed: 1 = as recorded, 10 = ten times faster",
+    )
+    w.add_argument(
+        "--ssh",
+        nargs="+",
+        metavar="HOST",
+        help="watch these hosts over SSH (each runs `python3 -m vramtui.agent`)",
+    )
+    w.add_argument(
+        "--remote-python",
+        metavar="PATH",
+        help="with --ssh: the Python that has vramtui on the hosts (default python3)",
+    )
+    w.add_argument("--ssh-config", metavar="FILE", help="with --ssh: an ssh_config file (-F)")
+    w.add_argument(
+        "--ssh-option",
+        metavar="OPT",
+        action="append",
+        help="with --ssh: an extra ssh -o option, e.g. ProxyJump=bastion (repeatable)",
+    )
 
 
 def _add_spec_args(p: argparse.ArgumentParser) -> None:
@@ -174,7 +244,7 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-COMMANDS = ("app", "estimate", "shortlist", "triage", "gpus", "offers", "models")
+COMMANDS = ("app", "estimate", "shortlist", "triage", "gpus", "offers", "models", "watch")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_triage(args)
         if args.command == "gpus":
             return cmd_gpus(args)
+        if args.command == "watch":
+            from vramtui.feed.command import cmd_watch
+
+            return cmd_watch(args, open_app=_watch_app)
         if args.command == "offers":
             return cmd_offers(args)
         parser.print_help()
@@ -211,6 +285,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _watch_app(args) -> int:
+    """`vramtui watch` without --once/--json: the app, opened on its live feed pane."""
+    from vramtui.app.run import run_app
+    from vramtui.feed.runner import FeedSettings
+
+    return run_app(None, getattr(args, "catalog", None), FeedSettings.from_args(args), "feed")
 
 
 def _catalog_dir(args) -> Path | None:

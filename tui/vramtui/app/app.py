@@ -16,6 +16,7 @@ from vramtui.app.screens.dialogs import HelpScreen, PathPrompt, RecoverDraft
 from vramtui.app.widgets.ledger_pane import LedgerPane
 from vramtui.app.widgets.shortlist_pane import ShortlistPane
 from vramtui.app.widgets.spec_form import SpecForm
+from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
 from vramtui.app.widgets.triage_pane import TriagePane, TriageRequest
 from vramtui.config import UNITS, Config
 from vramtui.drafts import (
@@ -48,6 +49,7 @@ class VramtuiApp(App):
         Binding("f5", "show_tab('sizing')", "Sizing", id="tab.sizing"),
         Binding("f6", "show_tab('shortlist')", "Shortlist", id="tab.shortlist"),
         Binding("f7", "show_tab('triage')", "Triage", id="tab.triage"),
+        Binding("f8", "show_tab('feed')", "Feed", id="tab.feed"),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
@@ -58,6 +60,8 @@ class VramtuiApp(App):
         config: Config | None = None,
         offer_draft: bool = False,
         draft_file: Path | None = None,
+        feed_settings=None,
+        initial_tab: str = "sizing",
     ) -> None:
         super().__init__()
         self.session = session
@@ -66,6 +70,10 @@ class VramtuiApp(App):
         self.offer_draft = offer_draft
         self.draft_file = draft_file or draft_path()
         self._autosave_timer = None
+        self.feed_settings = feed_settings
+        self.initial_tab = initial_tab
+        self._feed = None
+        self._tracker = None
         self._tab_focus: dict[str, object] = {}  # tab id -> the widget focused when it was left
         self._ledger_shown: tuple | None = None  # (estimate, unit) the ledger pane shows
         self._shortlist_shown: tuple | None = None  # (shortlist, unit) the shortlist pane shows
@@ -82,6 +90,7 @@ class VramtuiApp(App):
         self.ledger_pane = LedgerPane(gpus, id="ledger")
         self.shortlist_pane = ShortlistPane(id="shortlist-pane")
         self.triage_pane = TriagePane(id="triage-pane")
+        self.feed_pane = FeedPane(id="feed-pane")
         with TabbedContent(initial="sizing", id="tabs") as tabs:
             self.tabs = tabs
             with TabPane("Sizing", id="sizing"):
@@ -92,6 +101,8 @@ class VramtuiApp(App):
                 yield self.shortlist_pane
             with TabPane("Triage", id="triage"):
                 yield self.triage_pane
+            with TabPane("Feed", id="feed"):
+                yield self.feed_pane
         yield Footer()
 
     def on_mount(self) -> None:
@@ -104,7 +115,10 @@ class VramtuiApp(App):
                 self.notify(f"catalogue: {problem}", severity="warning", timeout=8)
         self._install_signal_handlers()
         self._refresh_all()
-        self.call_after_refresh(self._focus_first_field)
+        if self.initial_tab != "sizing":
+            self.call_after_refresh(self.action_show_tab, self.initial_tab)
+        else:
+            self.call_after_refresh(self._focus_first_field)
         if self.offer_draft:
             draft = read_draft(self.draft_file)
             if draft is not None:
@@ -214,6 +228,7 @@ class VramtuiApp(App):
         except OSError as exc:
             self.exit_note = f"received {name}: the draft could not be saved ({exc})"
         finally:
+            self.stop_feed()
             self.exit(return_code=0)
 
     # ------------------------------------------------------------------ actions
@@ -241,7 +256,10 @@ class VramtuiApp(App):
                 "sizing": self.form,
                 "shortlist": self.shortlist_pane.table,
                 "triage": self.triage_pane.query_one("#triage-log"),
+                "feed": self.feed_pane.query_one("#feed-stage"),
             }[tab]
+        if tab == "feed":
+            self._start_feed()
         target.focus()
 
     def action_help(self) -> None:
@@ -298,6 +316,81 @@ class VramtuiApp(App):
                 self.notify(f"unsaved edits of the previous spec kept as {aside}", timeout=10)
         await self._replace_session(session)
         self.notify(f"opened {path}")
+
+    # ------------------------------------------------------------------ live feed
+
+    def _start_feed(self) -> None:
+        """Start the feed source once, in the background, when the Feed tab is first shown."""
+        if self._feed is not None:
+            return
+        from vramtui.feed.runner import FeedRunner, FeedSettings
+        from vramtui.feed.stages import StageTracker
+
+        settings = self.feed_settings or FeedSettings()
+        self._tracker = StageTracker()
+        self._feed = FeedRunner(settings, self._feed_changed)
+        self.feed_pane.set_stages(self.session.results.estimate.stages)
+        try:
+            self._feed.start()
+        except VramtuiError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+        self._drain_feed()
+
+    def _feed_changed(self) -> None:
+        """From the feed's thread: ask the UI thread to redraw (dropped while shutting down)."""
+        try:
+            self.call_from_thread(self._drain_feed)
+        except RuntimeError:
+            pass
+
+    def stop_feed(self) -> None:
+        if self._feed is not None:
+            self._feed.stop()
+
+    def _drain_feed(self) -> None:
+        """Show the latest state of every host (one pending refresh at a time)."""
+        if self._feed is None:
+            return
+        statuses = self._feed.statuses()
+        for _, _, snap in statuses.values():
+            if snap is not None:
+                self._tracker.update(snap)
+        self.feed_pane.show(
+            self._feed.settings.label(),
+            statuses,
+            self.session.results.estimate,
+            self.unit,
+            self._tracker,
+        )
+
+    def on_feed_request(self, message: FeedRequest) -> None:
+        import time
+
+        if self._feed is None:
+            return
+        if message.action == "mark":
+            self._tracker.mark(str(message.value), time.time())
+            self.notify(f"marking stage {message.value}: peaks are kept per GPU", timeout=4)
+        elif message.action == "stop":
+            self._tracker.mark(None, time.time())
+        elif message.action == "store":
+            ms = self._tracker.measurements(self.session.spec)
+            if not ms:
+                self.notify(
+                    "no stage peak to store yet: mark a stage while the job runs",
+                    severity="warning",
+                )
+                return
+            from vramtui.triage.advice import with_measurements
+
+            self.session.replace_spec(with_measurements(self.session.spec, ms))
+            self._schedule_autosave()
+            self.notify(
+                f"{len(ms)} measured stage peak(s) stored with the spec; they show "
+                "beside the estimates"
+            )
+            self._refresh_all()
+        self._drain_feed()
 
     async def on_triage_request(self, message: TriageRequest) -> None:
         """The triage wizard: read, correct the stage, apply one change, log the outcome."""
@@ -378,6 +471,7 @@ class VramtuiApp(App):
             self.notify(f"draft set aside as {aside}")
 
     async def action_quit(self) -> None:
+        self.stop_feed()
         if self.session.dirty:
             self.save_draft_now()
             self.exit_note = (
@@ -408,5 +502,10 @@ class VramtuiApp(App):
             "Show triage",
             "Read an out-of-memory error, change one variable",
             lambda: self.action_show_tab("triage"),
+        )
+        yield SystemCommand(
+            "Show live feed",
+            "GPU counters, processes, stage peaks",
+            lambda: self.action_show_tab("feed"),
         )
         yield SystemCommand("Help", "Keys, statuses and units", self.action_help)

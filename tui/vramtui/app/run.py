@@ -6,7 +6,12 @@ import sys
 from pathlib import Path
 
 
-def run_app(spec_path: str | None = None, catalog_dir: str | None = None) -> int:
+def run_app(
+    spec_path: str | None = None,
+    catalog_dir: str | None = None,
+    feed_settings=None,
+    initial_tab: str = "sizing",
+) -> int:
     from vramtui.app.app import VramtuiApp
     from vramtui.builtin_specs import seed_example_spec
     from vramtui.catalog import load_catalog
@@ -21,8 +26,17 @@ def run_app(spec_path: str | None = None, catalog_dir: str | None = None) -> int
         session = SizingSession.open(Path(spec_path).expanduser(), catalog)
     else:
         session = SizingSession.from_spec(seed_example_spec(), None, catalog)
-    app = VramtuiApp(session, config, offer_draft=read_draft() is not None)
-    app.run()
+    app = VramtuiApp(
+        session,
+        config,
+        offer_draft=read_draft() is not None,
+        feed_settings=feed_settings,
+        initial_tab=initial_tab,
+    )
+    try:
+        app.run()
+    finally:
+        app.stop_feed()
     if app.exit_note:
         try:
             print(f"vramtui: {app.exit_note}", file=sys.stderr, flush=True)

@@ -1,0 +1,132 @@
+"""`vramtui watch`: the live counters, headless (no Textual is imported here).
+
+vramtui watch --once --json          one snapshot as a JSON line, exit 0 (also without NVML:
+                                     the "error" field says why, and a note goes to stderr)
+vramtui watch --once                 the same as tables
+vramtui watch --json [--record F]    JSON lines until Ctrl-C, appended to F as well
+vramtui watch --replay F [--speed X] --once / --json: a recording instead of the driver
+vramtui watch --ssh HOST ...         the SSH feed (vramtui.feed.ssh)
+vramtui watch                        the app's feed pane
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+
+from vramtui.feed.sample import FeedError, Snapshot
+
+
+def cmd_watch(args, open_app: Callable[[object], int]) -> int:
+    if getattr(args, "ssh", None):
+        if not args.once and not args.json:
+            from vramtui.feed.ssh import validate_host
+
+            for host in args.ssh:
+                validate_host(host)
+            return open_app(args)
+        return _watch_ssh(args)
+    if args.remote_python:
+        raise FeedError("--remote-python goes with --ssh HOST: it names python3 on the hosts")
+    if args.replay:
+        if args.record:
+            raise FeedError(
+                "--record and --replay together would copy a recording; copy the file instead"
+            )
+        from vramtui.feed.record import check_speed
+
+        check_speed(args.speed)
+    elif args.speed != 1.0:
+        raise FeedError("--speed goes with --replay FILE (it scales the recorded time gaps)")
+    else:
+        from vramtui.feed.poller import check_interval
+
+        check_interval(args.interval, "--interval")
+        check_interval(args.process_interval, "--process-interval")
+    if not args.once and not args.json:
+        return open_app(args)
+    if args.replay:
+        return _replay(args)
+    return _live(args)
+
+
+def _watch_ssh(args) -> int:
+    try:
+        from vramtui.feed import ssh
+    except ModuleNotFoundError as exc:
+        if exc.name != "vramtui.feed.ssh":
+            raise
+        raise FeedError(
+            "watching hosts over SSH (--ssh) is not part of this build; run `vramtui watch` "
+            "on the host itself"
+        ) from None
+    return ssh.watch_hosts(args)
+
+
+def _emit(snapshot: Snapshot, as_json: bool) -> None:
+    if as_json:
+        from vramtui.feed.record import snapshot_line
+
+        sys.stdout.write(snapshot_line(snapshot))
+        sys.stdout.flush()
+        return
+    from vramtui.feed.table import snapshot_renderable
+    from vramtui.render import print_renderable
+
+    print_renderable(snapshot_renderable(snapshot))
+
+
+def _note_error(snapshot: Snapshot, last: list) -> None:
+    """The error on stderr, once per distinct reason (a loop does not repeat it every tick)."""
+    if snapshot.error and snapshot.error != (last[0] if last else None):
+        print(f"vramtui: note: {snapshot.error}", file=sys.stderr)
+    last[:] = [snapshot.error]
+
+
+def _live(args) -> int:
+    from vramtui.feed.nvml_source import NvmlSource
+    from vramtui.feed.poller import Poller
+    from vramtui.feed.record import Recorder
+
+    poller = Poller(NvmlSource(), args.interval, args.process_interval)
+    recorder = Recorder(args.record) if args.record else None
+    last_error: list = []
+
+    def deliver(snapshot: Snapshot) -> None:
+        _note_error(snapshot, last_error)
+        if recorder is not None:
+            recorder.write(snapshot)
+        _emit(snapshot, args.json)
+
+    try:
+        if args.once:
+            deliver(poller.poll())
+        else:
+            poller.run(deliver, threading.Event())
+    finally:
+        poller.close()
+        if recorder is not None:
+            recorder.close()
+    return 0
+
+
+def _replay(args) -> int:
+    from vramtui.feed.record import iter_recording, play
+
+    if args.once:
+        _, snapshots = iter_recording(args.replay)
+        first = next(snapshots, None)
+        if first is None:
+            raise FeedError(f"{args.replay} holds no snapshot (only its header)")
+        _note_error(first, [])
+        _emit(first, args.json)
+        return 0
+    last_error: list = []
+
+    def deliver(snapshot: Snapshot) -> None:
+        _note_error(snapshot, last_error)
+        _emit(snapshot, True)
+
+    play(args.replay, deliver, threading.Event(), args.speed)
+    return 0
