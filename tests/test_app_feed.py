@@ -142,9 +142,10 @@ async def test_no_driver_says_so_and_the_rest_works(tmp_path, monkeypatch):
                 )
             ),
         )
-        await pilot.pause(0.3)
-        text = str(app.query_one("#feed-gpus", Static).content)
-        assert "NVML not available" in text
+        # The pane redraws at most twice a second: wait for it.
+        await _wait_for(
+            pilot, lambda: "NVML not available" in str(app.query_one("#feed-gpus", Static).content)
+        )
         await pilot.press("f5")
         assert app.tabs.active == "sizing"
         await asyncio.sleep(0)

@@ -30,6 +30,7 @@ from vramtui.errors import VramtuiError
 from vramtui.session import SizingSession
 
 AUTOSAVE_DELAY_S = 1.0
+FEED_REDRAW_S = 0.5  # the live feed redraws at most twice a second
 # Edits that also set other fields (switch_task fills the training table, weights_for_format
 # the format's own keys): the form's other inputs are refreshed after them.
 SETS_OTHER_FIELDS = frozenset({"task.kind", "weights.format"})
@@ -74,6 +75,8 @@ class VramtuiApp(App):
         self.initial_tab = initial_tab
         self._feed = None
         self._tracker = None
+        self._last_feed_draw = 0.0
+        self._feed_timer_set = False
         self._tab_focus: dict[str, object] = {}  # tab id -> the widget focused when it was left
         self._ledger_shown: tuple | None = None  # (estimate, unit) the ledger pane shows
         self._shortlist_shown: tuple | None = None  # (shortlist, unit) the shortlist pane shows
@@ -348,9 +351,19 @@ class VramtuiApp(App):
             self._feed.stop()
 
     def _drain_feed(self) -> None:
-        """Show the latest state of every host (one pending refresh at a time)."""
+        """Show the latest state of every host: one pending refresh at a time, and at most one
+        redraw per FEED_REDRAW_S, so many streaming hosts never starve the keyboard."""
         if self._feed is None:
             return
+        import time
+
+        wait = self._last_feed_draw + FEED_REDRAW_S - time.monotonic()
+        if wait > 0:
+            if not self._feed_timer_set:
+                self._feed_timer_set = True
+                self.set_timer(wait, self._drain_feed_timer)
+            return
+        self._last_feed_draw = time.monotonic()
         statuses = self._feed.statuses()
         for _, _, snap in statuses.values():
             if snap is not None:
@@ -362,6 +375,10 @@ class VramtuiApp(App):
             self.unit,
             self._tracker,
         )
+
+    def _drain_feed_timer(self) -> None:
+        self._feed_timer_set = False
+        self._drain_feed()
 
     def on_feed_request(self, message: FeedRequest) -> None:
         import time

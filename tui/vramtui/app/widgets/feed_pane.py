@@ -18,6 +18,8 @@ from vramtui.ledger.items import STAGE_LABELS
 from vramtui.units import format_bytes, format_bytes_readable
 
 SPARK = "▁▂▃▄▅▆▇█"
+COMPACT_ABOVE = 8  # more GPUs than this: one line each
+MAX_PROCESS_ROWS = 64  # the largest processes by GPU memory
 HISTORY = 60
 STATE_STYLE = {"live": "green", "connecting": "yellow", "stale": "yellow", "failed": "red"}
 
@@ -38,21 +40,25 @@ def _size(n: int | None, unit: str) -> str:
 def memory_bar(
     total: int, used: int | None, reserved: int | None, estimate: int | None, width: int = 40
 ) -> Text:
-    """[used █ | reserved ▒ | free ░] with the estimate marked ┃ (where it falls)."""
-    cells = []
-    u = round((used or 0) / total * width) if total else 0
-    r = round((reserved or 0) / total * width) if total else 0
-    u = min(u, width)
-    r = min(r, width - u)
-    cells += [("█", "bold green" if (used or 0) < 0.9 * total else "bold red")] * u
-    cells += [("▒", "magenta")] * r
-    cells += [("░", "dim")] * (width - u - r)
+    """[used █ | reserved ▒ | free ░] with the estimate marked ┃ (where it falls); built from
+    runs of one style each, so a screen of bars stays cheap to draw."""
+    u = min(width, round((used or 0) / total * width)) if total else 0
+    r = min(width - u, round((reserved or 0) / total * width)) if total else 0
+    cells = "█" * u + "▒" * r + "░" * (width - u - r)
+    styles = ["bold green" if (used or 0) < 0.9 * total else "bold red", "magenta", "dim"]
+    kinds = [0] * u + [1] * r + [2] * (width - u - r)
+    mark = None
     if estimate is not None and total:
-        pos = min(width - 1, round(estimate / total * width))
-        cells[pos] = ("┃", "bold yellow")
+        mark = min(width - 1, round(estimate / total * width))
     bar = Text("[")
-    for ch, style in cells:
-        bar.append(ch, style)
+    start = 0
+    for i in range(1, width + 1):
+        if i == width or kinds[i] != kinds[start] or i == mark or start == mark:
+            if start == mark:
+                bar.append("┃", "bold yellow")
+            else:
+                bar.append(cells[start:i], styles[kinds[start]])
+            start = i
     bar.append("]")
     return bar
 
@@ -71,6 +77,7 @@ class FeedPane(Vertical):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.history: dict[tuple[str, int], deque] = {}
+        self._rows_shown: tuple = ()
 
     def compose(self) -> ComposeResult:
         yield Static("The feed starts when this tab is first shown.", id="feed-header")
@@ -139,11 +146,25 @@ class FeedPane(Vertical):
         worst = STAGE_LABELS[estimate.peak_stage] if estimate else ""
         blocks = Text()
         rows = []
+        n_gpus = sum(len(snap.gpus) for _, _, snap in statuses.values() if snap is not None)
+        compact = n_gpus > COMPACT_ABOVE
+        if compact and estimate is not None:
+            blocks.append(
+                f"┃ = the spec's estimate at {worst} (estimated); bars: used █, "
+                "reserved ▒, free ░ (measured, NVML)\n",
+                style="dim",
+            )
         for host, (_, _, snap) in statuses.items():
             if snap is None:
                 continue
             if snap.error:
                 blocks.append(f"{host}: {snap.error}\n", style="yellow")
+                continue
+            if compact:
+                for g in snap.gpus:
+                    est = per_gpu[g.index] if g.index < len(per_gpu) else None
+                    blocks.append_text(self._compact_line(host, g, est, unit, snap.time))
+                rows += [(host, p) for p in snap.processes or ()]
                 continue
             for g in snap.gpus:
                 key = (host, g.index)
@@ -203,6 +224,24 @@ class FeedPane(Vertical):
                     f"{p.cpu_percent:.0f}" if p.cpu_percent is not None else "n/a",
                 )
         self._show_peaks(tracker, unit)
+
+    def _compact_line(self, host: str, g, est, unit: str, t: float) -> Text:
+        """One line per GPU when many are shown (16 hosts x 8 GPUs stay responsive)."""
+        key = (host, g.index)
+        hist = self.history.setdefault(key, deque(maxlen=HISTORY))
+        if g.used_bytes is not None and (not hist or hist[-1] != (t, g.used_bytes)):
+            hist.append((t, g.used_bytes))
+        line = Text(f"{host} {g.index} ")
+        if g.total_bytes:
+            line.append_text(
+                memory_bar(g.total_bytes, g.used_bytes, g.reserved_bytes, est, width=20)
+            )
+        line.append(f" {_size(g.used_bytes, unit)}/{_size(g.total_bytes, unit)}")
+        util = f"{g.util_percent}%" if g.util_percent is not None else "n/a"
+        line.append(f" {util} ")
+        line.append_text(sparkline(v for _, v in list(hist)[-16:]))
+        line.append("\n")
+        return line
 
     def _show_peaks(self, tracker, unit: str) -> None:
         if not tracker.peaks:
