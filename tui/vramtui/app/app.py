@@ -423,9 +423,9 @@ class VramtuiApp(App):
                     )
             elif message.action == "open":
                 path = Path(str(message.value or "")).expanduser()
-                from vramtui.triage.command import _read_text
+                from vramtui.triage.command import read_log_text
 
-                text = _read_text(str(path)) if str(message.value or "").strip() else ""
+                text = read_log_text(str(path)) if str(message.value or "").strip() else ""
                 if not text:
                     self.notify("give the path of a log file", severity="warning")
                     return

@@ -13,7 +13,7 @@ EXIT_NO_OOM = 3
 MAX_LOG_BYTES = 512 * 2**20
 
 
-def _read_text(source: str) -> str:
+def read_log_text(source: str) -> str:
     if source == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise SpecError(
@@ -92,7 +92,7 @@ def triage_to_dict(reading, advice) -> dict:
 def cmd_triage(args) -> int:
     from vramtui.triage.reader import read_log
 
-    reading = read_log(_read_text(args.log))
+    reading = read_log(read_log_text(args.log))
     spec = arch = checkpoint = catalog = None
     advice = None
     if args.spec:
