@@ -8,6 +8,7 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Horizontal
 from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
@@ -77,6 +78,7 @@ class VramtuiApp(App):
         self._tracker = None
         self._last_feed_draw = 0.0
         self._feed_timer_set = False
+        self._feed_stopped = False
         self._tab_focus: dict[str, object] = {}  # tab id -> the widget focused when it was left
         self._ledger_shown: tuple | None = None  # (estimate, unit) the ledger pane shows
         self._shortlist_shown: tuple | None = None  # (shortlist, unit) the shortlist pane shows
@@ -232,7 +234,19 @@ class VramtuiApp(App):
             self.exit_note = f"received {name}: the draft could not be saved ({exc})"
         finally:
             self.stop_feed()
+            self._exit_soon_regardless()
             self.exit(return_code=0)
+
+    @staticmethod
+    def _exit_soon_regardless(after_s: float = 5.0) -> None:
+        """After a hang-up the terminal is gone and restoring it can block; the draft is
+        already on disk, so make sure the process ends even then (no orphan on the node)."""
+        import os
+        import threading
+
+        timer = threading.Timer(after_s, os._exit, args=(0,))
+        timer.daemon = True
+        timer.start()
 
     # ------------------------------------------------------------------ actions
 
@@ -339,6 +353,9 @@ class VramtuiApp(App):
             self.notify(str(exc), severity="error", timeout=10)
         self._drain_feed()
 
+    def on_unmount(self) -> None:
+        self.stop_feed()
+
     def _feed_changed(self) -> None:
         """From the feed's thread: ask the UI thread to redraw (dropped while shutting down)."""
         try:
@@ -347,13 +364,14 @@ class VramtuiApp(App):
             pass
 
     def stop_feed(self) -> None:
+        self._feed_stopped = True
         if self._feed is not None:
             self._feed.stop()
 
     def _drain_feed(self) -> None:
         """Show the latest state of every host: one pending refresh at a time, and at most one
         redraw per FEED_REDRAW_S, so many streaming hosts never starve the keyboard."""
-        if self._feed is None:
+        if self._feed is None or self._feed_stopped or not self.feed_pane.is_mounted:
             return
         import time
 
@@ -368,13 +386,16 @@ class VramtuiApp(App):
         for _, _, snap in statuses.values():
             if snap is not None:
                 self._tracker.update(snap)
-        self.feed_pane.show(
-            self._feed.settings.label(),
-            statuses,
-            self.session.results.estimate,
-            self.unit,
-            self._tracker,
-        )
+        try:
+            self.feed_pane.show(
+                self._feed.settings.label(),
+                statuses,
+                self.session.results.estimate,
+                self.unit,
+                self._tracker,
+            )
+        except NoMatches:
+            pass  # the app is closing: its widgets are already gone
 
     def _drain_feed_timer(self) -> None:
         self._feed_timer_set = False
