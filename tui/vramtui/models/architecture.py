@@ -81,9 +81,14 @@ class Architecture:
     config: dict = field(default_factory=dict, compare=False, repr=False)  # the raw text config
 
     def modules(self) -> list[ModuleShape]:
+        """Every parameter-holding module (a fresh list; the shapes are derived once)."""
+        return list(self._modules)
+
+    @cached_property
+    def _modules(self) -> tuple[ModuleShape, ...]:
         from vramtui.models.structure import modules_of
 
-        return modules_of(self)
+        return tuple(modules_of(self))
 
     @cached_property
     def param_count(self) -> int:
