@@ -193,8 +193,18 @@ def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | Non
         title_justify="left",
         title_style=SHORTLIST_STYLE[FIT],
     )
-    for col in ("#", "offer", "provider", "total cost", "plans bought", "margin", "lead time"):
-        t.add_column(col, justify="right" if col in ("#", "total cost", "margin") else "left")
+    for col in (
+        "#",
+        "offer",
+        "provider",
+        "total cost",
+        "plans bought",
+        "margin (estimated)",
+        "lead time",
+    ):
+        t.add_column(
+            col, justify="right" if col in ("#", "total cost", "margin (estimated)") else "left"
+        )
     for c in fits:
         t.add_row(
             str(c.rank),
