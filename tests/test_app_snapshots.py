@@ -15,7 +15,7 @@ import datetime
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import Input, TextArea
 from vramtui.app.app import VramtuiApp
 from vramtui.builtin_specs import seed_example_spec
 from vramtui.catalog import load_catalog
@@ -47,6 +47,8 @@ def make_app(catalog, tmp_path: Path, spec_path: Path | None = None) -> VramtuiA
 async def no_blink(pilot) -> None:
     for widget in pilot.app.query(Input):
         widget.cursor_blink = False
+    for area in pilot.app.query(TextArea):  # the triage paste box blinks too
+        area.cursor_blink = False
     await pilot.pause()
 
 
@@ -98,6 +100,7 @@ def test_triage_tab(snap_compare, catalog, tmp_path):
         await pilot.press("f7")
         pilot.app.triage_pane.set_log_text(log)
         await pilot.press("ctrl+r")
+        await no_blink(pilot)
         await pilot.pause()
 
     assert snap_compare(
