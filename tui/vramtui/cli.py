@@ -125,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_watch_parser(sub)
 
+    from vramtui.measure.command import add_measure_parser
+
+    add_measure_parser(sub)
+
     models = sub.add_parser("models", help="list the model catalogue")
     models.add_argument("query", nargs="?", help="substring to filter ids")
     models.add_argument("--catalog", metavar="DIR")
@@ -244,7 +248,18 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-COMMANDS = ("app", "estimate", "shortlist", "triage", "gpus", "offers", "models", "watch")
+COMMANDS = (
+    "app",
+    "estimate",
+    "shortlist",
+    "triage",
+    "gpus",
+    "offers",
+    "models",
+    "watch",
+    "measure",
+    "sheet",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_watch(args, open_app=_watch_app)
         if args.command == "offers":
             return cmd_offers(args)
+        if args.command == "measure":
+            from vramtui.measure.command import cmd_measure
+
+            return cmd_measure(args, _catalog_dir(args))
         parser.print_help()
         return 0
     except VramtuiError as exc:
@@ -336,7 +355,7 @@ def cmd_estimate(args) -> int:
         return 0
     from vramtui.render import estimate_renderable, print_renderable
 
-    print_renderable(estimate_renderable(est, args.units, args.explain))
+    print_renderable(estimate_renderable(est, args.units, args.explain, spec=spec))
     return 0
 
 

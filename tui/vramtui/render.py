@@ -18,7 +18,26 @@ def _fmt(n: int, unit: str) -> str:
     return format_bytes_readable(n, unit)
 
 
-def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False) -> Group:
+def replaced_estimate_text(item, layout, unit: str) -> Text:
+    """For a measured item: the estimate it replaced and measured - estimated."""
+    old = item.replaced_estimate
+    if old is None:
+        return Text("")
+    if old.is_unknown:
+        return Text("was unknown", style="dim")
+    old_b = max(max(old.gpu_bytes_at(s, layout)) for s in old.stages)
+    new_b = max(max(item.gpu_bytes_at(s, layout)) for s in item.stages)
+    diff = new_b - old_b
+    text = f"~{_fmt(old_b, unit)} "
+    text += f"({'+' if diff >= 0 else '-'}{_fmt(abs(diff), unit)}"
+    if old_b:
+        text += f", {diff / old_b:+.0%}"
+    return Text(text + ")", style="dim")
+
+
+def estimate_renderable(
+    est: Estimate, unit: str = "gib", explain: bool = False, spec=None
+) -> Group:
     layout = est.layout
     multi = layout.gpus > 1
     title = f"{est.model_label}"
@@ -36,6 +55,9 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
         f"{unit_label(unit)} (largest GPU)" if multi else unit_label(unit), justify="right"
     )
     table.add_column("stages")
+    any_measured = any(i.replaced_estimate is not None for i in est.items)
+    if any_measured:
+        table.add_column("estimate replaced (difference)")
     for item in est.items:
         if item.is_unknown:
             size = Text("unknown", style=STATUS_STYLE["unknown"])
@@ -48,10 +70,21 @@ def estimate_renderable(est: Estimate, unit: str = "gib", explain: bool = False)
             size,
             ", ".join(STAGE_LABELS[s] for s in item.stages),
         ]
+        if any_measured:
+            row.append(replaced_estimate_text(item, layout, unit))
         table.add_row(*row)
 
     totals = totals_table(est, unit)
     parts = [table, totals]
+    if spec is not None:
+        from vramtui.measure.compare import compare
+        from vramtui.measure.plan import staged_plan
+        from vramtui.render_measure import comparisons_table, plan_table
+
+        comparisons = compare(spec, est)
+        if comparisons:
+            parts.append(comparisons_table(comparisons, unit))
+        parts.append(plan_table(staged_plan(spec), unit))
     if explain:
         parts.append(_basis_list(est))
     if est.unknown_items:
@@ -91,14 +124,13 @@ def totals_table(est: Estimate, unit: str = "gib") -> Table:
         worst = est.peak_stage
         per_gpu = ", ".join(_fmt(b, unit) for b in est.stage_gpu_bytes(worst))
         totals.add_row(f"per GPU at {STAGE_LABELS[worst]}", "", per_gpu)
-    for m in est.measurements:
-        gpu = f" GPU {m.gpu}" if m.gpu is not None else ""
+    if est.measurements:
         totals.add_row(
-            Text(f"measured at {STAGE_LABELS[m.stage]}{gpu}", style=STATUS_STYLE["measured"]),
-            _fmt(m.bytes, unit),
+            Text("measured", style=STATUS_STYLE["measured"]),
+            "",
             Text(
-                f"= measured {m.quantity.replace('_', ' ')} ({m.counter}); not added to any "
-                "estimate",
+                f"{len(est.measurements)} stage figure(s): see 'measured beside estimated'; "
+                "never added to an estimate",
                 style=STATUS_STYLE["measured"],
             ),
         )

@@ -250,6 +250,19 @@ class SizingSession:
         self.dirty = True
         return self.revalidate()
 
+    def import_measurements(self, path: Path):
+        """Read a probe file or a vLLM log into the spec's measured items (unsaved until the
+        user saves). Returns the ImportResult and how many figures were new."""
+        from vramtui.measure.importer import merge_measurements, read_measurements
+
+        if not self.is_valid:
+            raise SpecError("fix the invalid field first: measurements attach to a valid spec")
+        result = read_measurements(Path(path), self.spec)
+        spec, added = merge_measurements(self.spec, result.measurements)
+        if added:
+            self.replace_spec(spec)
+        return result, added
+
     def set_days(self, days: float | None) -> None:
         self.days = days
         self.revalidate()

@@ -126,12 +126,18 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "stage",
         "quantity",
         "bytes",
+        "value",
         "as_written",
         "counter",
         "item",
         "source",
         "gpu",
+        "device",
         "date",
+        "run",
+        "error",
+        "dims",
+        "versions",
     ),
     "triage": (
         "time",
@@ -162,7 +168,28 @@ MEASURED_QUANTITIES = (
     "max_memory_allocated",
     "max_memory_reserved",
     "nvml_used",  # device-wide used memory from NVML
-    "item",  # one ledger item measured on its own (e.g. the CUDA context)
+    "item",  # one ledger item (or one category of items) measured on its own
+    "kv_cache_pool",  # bytes a serving engine set aside for its KV cache (capacity, not need)
+    # Counts, not bytes (`value` instead of `bytes`): what a serving engine reports it can hold.
+    "kv_cache_tokens",  # vLLM "GPU KV cache size: N tokens"
+    "gpu_blocks",  # vLLM "# GPU blocks: N"
+    "max_concurrency",  # vLLM "Maximum concurrency for T tokens per request: Nx"
+)
+COUNT_QUANTITIES = ("kv_cache_tokens", "gpu_blocks", "max_concurrency")
+# Dimensions a measurement can record as executed (any other name is kept and shown, unused).
+MEASURED_DIMS = (
+    "batch",  # sequences per forward: micro-batch (training) or concurrency (inference)
+    "micro_batch",
+    "concurrency",
+    "seq_len",  # tokens per sequence (training), or prompt + generated (inference)
+    "prompt_tokens",
+    "generated_tokens",
+    "tokens_per_request",
+    "max_model_len",
+    "grad_accum",
+    "samples",
+    "corpus_fraction",  # share of the corpus actually run, 0-1
+    "block_size",  # tokens per paged KV block (with gpu_blocks)
 )
 TRIAGE_PHASES = (
     "load",
@@ -403,13 +430,43 @@ class Measurement:
 
     stage: str  # one of STAGES
     quantity: str  # one of MEASURED_QUANTITIES
-    bytes: int
+    bytes: int | None = None  # byte quantities; None for COUNT_QUANTITIES
     counter: str  # which counter, as the user can re-read it
+    value: float | None = None  # COUNT_QUANTITIES only: tokens, blocks, concurrency factor
     as_written: str = ""  # the figure as the counter printed it, e.g. "78.08 GiB"
-    item: str | None = None  # a ledger item key, when the figure measures that item alone
+    # A ledger item key ("overhead.cuda_context") or a category ("weights", "kv_cache"), when the
+    # figure measures that item or category alone.
+    item: str | None = None
     source: str = ""  # where it was read (a log, a probe run)
-    gpu: int | None = None
+    gpu: int | None = None  # device index
+    device: str = ""  # the device's name, as the driver reports it
     date: datetime.date | None = None
+    run: str = ""  # the run it came from (probe run id), to group figures of one run
+    error: str = ""  # the stage raised (e.g. "OutOfMemoryError: ..."): a figure at the failure
+    # The dimensions actually executed, (name, number) pairs sorted by name (a Mapping is
+    # accepted and sorted); empty = not recorded.
+    dims: tuple[tuple[str, int | float], ...] = ()
+    versions: tuple[tuple[str, str], ...] = ()  # (name, version): torch, cuda, driver, vllm...
+
+    def __post_init__(self) -> None:
+        for name in ("dims", "versions"):
+            value = getattr(self, name)
+            if isinstance(value, Mapping):
+                object.__setattr__(self, name, tuple(sorted(value.items())))
+            elif isinstance(value, list):
+                object.__setattr__(self, name, tuple(sorted(tuple(p) for p in value)))
+
+    @property
+    def dims_map(self) -> dict[str, int | float]:
+        return dict(self.dims)
+
+    @property
+    def versions_map(self) -> dict[str, str]:
+        return dict(self.versions)
+
+    @property
+    def is_count(self) -> bool:
+        return self.quantity in COUNT_QUANTITIES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1168,20 +1225,79 @@ def _parse_measured(root: _Table, kind: str) -> tuple[Measurement, ...]:
             not isinstance(date, datetime.date) or isinstance(date, datetime.datetime)
         ):
             raise t.wrong_type("date", "a TOML date such as 2026-12-02", date)
+        quantity = t.choice("quantity", MEASURED_QUANTITIES, required=True)
+        if quantity in COUNT_QUANTITIES:
+            t.forbid(
+                "bytes",
+                f"does not apply: quantity '{quantity}' is a count",
+                "write the count as value = N instead",
+            )
+            value = t.number("value", required=True, why=f"(quantity '{quantity}' is a count)")
+            if value < 0:
+                raise t.out_of_range("value", ">= 0", value, "write the count as printed")
+            n_bytes = None
+        else:
+            t.forbid(
+                "value",
+                f"does not apply: quantity '{quantity}' is in bytes",
+                "write the figure as bytes = N instead",
+            )
+            n_bytes = t.integer("bytes", required=True, minimum=0)
+            value = None
         out.append(
             Measurement(
                 stage=t.choice("stage", stages, required=True),
-                quantity=t.choice("quantity", MEASURED_QUANTITIES, required=True),
-                bytes=t.integer("bytes", required=True, minimum=0),
+                quantity=quantity,
+                bytes=n_bytes,
+                value=value,
                 counter=t.string("counter", required=True, nonempty=True),
                 as_written=t.string("as_written") or "",
                 item=t.string("item", nonempty=True),
                 source=t.string("source") or "",
                 gpu=t.integer("gpu", minimum=0),
+                device=t.string("device") or "",
                 date=date,
+                run=t.string("run") or "",
+                error=t.string("error") or "",
+                dims=_measured_dims(t),
+                versions=_measured_versions(t),
             )
         )
     return tuple(out)
+
+
+def _measured_dims(t: _Table) -> dict[str, int | float]:
+    dims = t.data.get("dims", {})
+    if not isinstance(dims, Mapping) or not all(
+        isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        and v >= 0
+        and isinstance(k, str)
+        for k, v in dims.items()
+    ):
+        raise t.wrong_type(
+            "dims",
+            "a table of executed dimensions (numbers >= 0), e.g. { batch = 8, seq_len = 4096 }",
+            dims,
+        )
+    fraction = dims.get("corpus_fraction")
+    if fraction is not None and fraction > 1:
+        raise t.out_of_range(
+            "dims", "corpus_fraction between 0 and 1", fraction, "write the share run, e.g. 0.25"
+        )
+    return dict(dims)
+
+
+def _measured_versions(t: _Table) -> dict[str, str]:
+    versions = t.data.get("versions", {})
+    if not isinstance(versions, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in versions.items()
+    ):
+        raise t.wrong_type(
+            "versions", 'a table of version strings, e.g. { torch = "2.13.0" }', versions
+        )
+    return dict(versions)
 
 
 def _parse_triage(root: _Table) -> tuple[TriageAttempt, ...]:
@@ -1359,12 +1475,18 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
                     "stage": m.stage,
                     "quantity": m.quantity,
                     "bytes": m.bytes,
+                    "value": m.value,
                     "as_written": m.as_written or None,
                     "counter": m.counter,
                     "item": m.item,
                     "source": m.source or None,
                     "gpu": m.gpu,
+                    "device": m.device or None,
                     "date": m.date,
+                    "run": m.run or None,
+                    "error": m.error or None,
+                    "dims": dict(m.dims) or None,
+                    "versions": dict(m.versions) or None,
                 }
             )
             for m in spec.measured

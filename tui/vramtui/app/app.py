@@ -52,6 +52,8 @@ class VramtuiApp(App):
         Binding("f6", "show_tab('shortlist')", "Shortlist", id="tab.shortlist"),
         Binding("f7", "show_tab('triage')", "Triage", id="tab.triage"),
         Binding("f8", "show_tab('feed')", "Feed", id="tab.feed"),
+        Binding("f9", "import_measurements", "Import measured", id="measure_import"),
+        Binding("ctrl+e", "export_sheet", "Sheet", id="export_sheet"),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
@@ -154,7 +156,7 @@ class VramtuiApp(App):
         # was (a name, a campaign field under a manual reserve) costs no table rebuild and no
         # screen re-layout. Estimates and shortlists are frozen dataclasses, compared by value.
         results = self.session.results
-        ledger = (results.estimate, self.unit)
+        ledger = (results.estimate, results.spec.measured, self.unit)
         if ledger != self._ledger_shown:
             self.ledger_pane.show(results, self.unit)
             self._ledger_shown = ledger
@@ -333,6 +335,61 @@ class VramtuiApp(App):
                 self.notify(f"unsaved edits of the previous spec kept as {aside}", timeout=10)
         await self._replace_session(session)
         self.notify(f"opened {path}")
+
+    # ------------------------------------------------------------------ measurements, sheet
+
+    def action_import_measurements(self) -> None:
+        self.push_screen(
+            PathPrompt("Import measurements: probe file (JSON lines) or vLLM log"),
+            self._import_answer,
+        )
+
+    def _import_answer(self, path: str | None) -> None:
+        if not path:
+            return
+        try:
+            result, added = self.session.import_measurements(Path(path).expanduser())
+        except VramtuiError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+        repeats = len(result.measurements) - added
+        message = f"{result.summary()}: {added} new" + (
+            f", {repeats} already stored" if repeats else ""
+        )
+        if result.skipped:
+            message += f"; {len(result.skipped)} skipped (first: {result.skipped[0]})"
+        for warning in result.warnings:
+            self.notify(warning, severity="warning", timeout=10)
+        self.notify(message + ("; unsaved: ctrl+s to keep them" if added else ""), timeout=10)
+        self._refresh_all()
+        self.action_show_tab("sizing")
+
+    def action_export_sheet(self) -> None:
+        stem = self.session.path.stem if self.session.path else "sizing-sheet"
+        self.push_screen(
+            PathPrompt("Export the sizing sheet (FILE.md or FILE.html)", f"{stem}-sheet.md"),
+            self._export_answer,
+        )
+
+    def _export_answer(self, path: str | None) -> None:
+        if not path:
+            return
+        from vramtui.sheet.command import export_sheet
+
+        results = self.session.results
+        try:
+            written = export_sheet(
+                Path(path).expanduser(),
+                results.spec,
+                results.arch,
+                results.estimate,
+                results.shortlist,
+                spec_source=str(self.session.path) if self.session.path else "unsaved spec",
+            )
+        except VramtuiError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+        self.notify(f"sizing sheet written to {written}")
 
     # ------------------------------------------------------------------ live feed
 
@@ -545,5 +602,15 @@ class VramtuiApp(App):
             "Show live feed",
             "GPU counters, processes, stage peaks",
             lambda: self.action_show_tab("feed"),
+        )
+        yield SystemCommand(
+            "Import measurements",
+            "A probe file or a vLLM start-up log, beside the estimate (F9)",
+            self.action_import_measurements,
+        )
+        yield SystemCommand(
+            "Export sizing sheet",
+            "One page as Markdown or HTML (ctrl+e)",
+            self.action_export_sheet,
         )
         yield SystemCommand("Help", "Keys, statuses and units", self.action_help)

@@ -111,18 +111,30 @@ def _stored_format_note(spec, arch) -> str:
 
 def _apply_measurements(items: list[LedgerItem], spec, layout) -> tuple[list[LedgerItem], list]:
     """A measurement of one item replaces that item's estimate (status measured, with its
-    counter); measurements of whole stages are kept apart, to be shown beside the estimates."""
+    counter) when it stands for the required workload: the item does not depend on batch and
+    length, or the dimensions executed cover the spec's. Several such measurements: the largest
+    wins. Everything else is kept apart, shown beside the estimates, never summed."""
     from dataclasses import replace
 
     from vramtui.ledger.placement import distribution
+    from vramtui.measure.coverage import coverage
 
-    by_item = {m.item: m for m in spec.measured if m.quantity == "item" and m.item}
+    categories = {i.key: i.category for i in items}
+    by_item: dict[str, object] = {}
+    for m in spec.measured:
+        if m.quantity != "item" or not m.item or m.item not in categories or m.bytes is None:
+            continue
+        if not coverage(m, spec, categories).validates:
+            continue
+        if m.item not in by_item or m.bytes > by_item[m.item].bytes:
+            by_item[m.item] = m
     out = []
     for item in items:
         m = by_item.get(item.key)
         if m is None:
             out.append(item)
             continue
+        previous = "unknown" if item.is_unknown else "the estimate"
         out.append(
             replace(
                 item,
@@ -130,9 +142,10 @@ def _apply_measurements(items: list[LedgerItem], spec, layout) -> tuple[list[Led
                 stage_bytes={s: m.bytes for s in item.stages},
                 basis=f"measured per GPU: {m.as_written or f'{m.bytes:,} B'} ({m.counter}"
                 + (f"; {m.source}" if m.source else "")
-                + f"); replaces the estimate: {item.basis}",
+                + f"); replaces {previous}: {item.basis}",
                 counter=m.counter,
                 distribution=distribution(layout),
+                replaced_estimate=item,
             )
         )
-    return out, [m for m in spec.measured if m.quantity != "item"]
+    return out, [m for m in spec.measured if m.quantity != "item" and not m.is_count]

@@ -72,6 +72,8 @@ class LedgerItem:
     stage_bytes: Mapping[str, int] = field(default_factory=dict)  # logical bytes per stage
     distribution: Distribution = Distribution()
     counter: str | None = None  # for measured items: which counter
+    # For measured items: the estimated item the measurement replaced (shown beside it).
+    replaced_estimate: LedgerItem | None = None
 
     @property
     def is_unknown(self) -> bool:
@@ -87,7 +89,10 @@ class LedgerItem:
 
     def gpu_bytes_at(self, stage: str, layout: GpuLayout) -> tuple[int, ...]:
         """Bytes this item holds on each GPU at `stage` (rounded up to whole bytes)."""
-        total = self.stage_bytes.get(stage, 0)
+        return self.distribution_bytes(self.stage_bytes.get(stage, 0), layout)
+
+    def distribution_bytes(self, total: int, layout: GpuLayout) -> tuple[int, ...]:
+        """`total` logical bytes spread over the GPUs as this item is placed."""
         if not total:
             return (0,) * layout.gpus
         dist = self.distribution

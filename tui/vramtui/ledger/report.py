@@ -31,6 +31,7 @@ def estimate_to_dict(est: Estimate, spec=None) -> dict:
                 "placement": item.distribution.description,
                 "basis": item.basis,
                 "counter": item.counter,
+                **_replaced(item, layout),
             }
         )
     peaks = est.stage_peak_bytes
@@ -56,20 +57,42 @@ def estimate_to_dict(est: Estimate, spec=None) -> dict:
         "conservative_bound_note": "sum of every item's own maximum: a conservative bound, "
         "not an observed peak",
         "unknown_items": [i.name for i in est.unknown_items],
-        "measured": [
-            {
-                "stage": m.stage,
-                "quantity": m.quantity,
-                "bytes": m.bytes,
-                "as_written": m.as_written,
-                "counter": m.counter,
-                "source": m.source,
-                "gpu": m.gpu,
-            }
-            for m in est.measurements
-        ],
+        "measured_beside_estimated": _comparisons(est, spec),
+        "validation_plan": _plan(spec),
         "notes": list(est.notes),
     }
+
+
+def _replaced(item, layout) -> dict:
+    """A measured item: the estimate it replaced, and measured - estimated (per GPU, max)."""
+    old = item.replaced_estimate
+    if old is None:
+        return {}
+    if old.is_unknown:
+        return {"replaced_estimate_bytes": None, "difference_bytes": None}
+    old_b = max(max(old.gpu_bytes_at(s, layout)) for s in old.stages)
+    new_b = max(max(item.gpu_bytes_at(s, layout)) for s in item.stages)
+    return {
+        "replaced_estimate_bytes": old_b,
+        "difference_bytes": new_b - old_b,
+        "difference_fraction": (new_b - old_b) / old_b if old_b else None,
+    }
+
+
+def _comparisons(est: Estimate, spec) -> list[dict]:
+    if spec is None:
+        return []
+    from vramtui.measure.compare import compare
+
+    return [c.to_dict() for c in compare(spec, est)]
+
+
+def _plan(spec) -> list[dict]:
+    if spec is None:
+        return []
+    from vramtui.measure.plan import staged_plan
+
+    return [step.to_dict() for step in staged_plan(spec)]
 
 
 def simple_to_dict(simple: SimpleEstimate) -> dict:

@@ -48,6 +48,8 @@ class LedgerPane(Vertical):
                 )
             yield Static(id="ledger-bar")
             yield Static(id="ledger-totals")
+            yield Static(id="ledger-measured")
+            yield Static(id="ledger-plan")
             yield Static(id="ledger-notes", markup=False)
 
     def on_mount(self) -> None:
@@ -97,6 +99,7 @@ class LedgerPane(Vertical):
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
         self.query_one("#ledger-totals", Static).update(totals_table(est, unit))
+        self._show_measured(results, unit)
         notes = (
             [f"Not in any total (unknown): {', '.join(i.name for i in est.unknown_items)}"]
             if est.unknown_items
@@ -106,6 +109,26 @@ class LedgerPane(Vertical):
         self.query_one("#ledger-notes", Static).update("\n".join(notes))
         self._show_basis()
         self._show_bar()
+
+    def _show_measured(self, results, unit: str) -> None:
+        """Measurements beside the estimates, and the staged validation checklist."""
+        from vramtui.measure.compare import compare
+        from vramtui.measure.plan import staged_plan
+        from vramtui.render_measure import comparisons_table, plan_table
+
+        comparisons = compare(results.spec, results.estimate)
+        measured = self.query_one("#ledger-measured", Static)
+        if comparisons:
+            measured.update(comparisons_table(comparisons, unit))
+        else:
+            measured.update(
+                Text(
+                    "No measurement yet: F9 imports a probe file or a vLLM log "
+                    "(vramtui measure import).",
+                    style="dim",
+                )
+            )
+        self.query_one("#ledger-plan", Static).update(plan_table(staged_plan(results.spec), unit))
 
     def compare_with(self, gpu_id: str) -> None:
         if gpu_id in self.gpus:

@@ -1,0 +1,341 @@
+"""Probe files and vLLM start-up logs become measured items of a spec.
+
+Each figure keeps its counter name, stage, device, the dimensions actually executed and the
+versions, so the ledger can show it beside the estimate and say whether it validates the
+required workload. Importing never changes an estimate by itself: an item measurement replaces
+its item only when it stands for the required workload (see `vramtui.measure.coverage`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from vramtui.errors import VramtuiError
+from vramtui.spec import Measurement, Spec
+
+# Probe stage names (free text in the user's script) -> spec stages.
+STAGE_ALIASES = {
+    "load": "load",
+    "loading": "load",
+    "model_load": "load",
+    "prefill": "prefill",
+    "decode": "decode",
+    "generate": "decode",
+    "generation": "decode",
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer_step": "optimizer_step",
+    "optimiser_step": "optimizer_step",
+    "optimizer": "optimizer_step",
+    "step": "optimizer_step",
+    "validation": "validation",
+    "eval": "validation",
+    "evaluation": "validation",
+    "evaluate": "validation",
+    "export": "export",
+    "save": "export",
+    "checkpoint": "export",
+}
+
+PROBE_COUNTERS = (
+    # (field of the probe record, quantity, counter)
+    (
+        "max_memory_allocated_bytes",
+        "max_memory_allocated",
+        "torch.cuda.max_memory_allocated (peak since the stage started)",
+    ),
+    (
+        "max_memory_reserved_bytes",
+        "max_memory_reserved",
+        "torch.cuda.max_memory_reserved (peak since the stage started)",
+    ),
+    (
+        "nvml_process_used_bytes",
+        "process_in_use",
+        "NVML used memory of this process (nvmlDeviceGetComputeRunningProcesses), at stage end",
+    ),
+    (
+        "nvml_used_bytes",
+        "nvml_used",
+        "NVML nvmlDeviceGetMemoryInfo used, device-wide, at stage end",
+    ),
+)
+
+
+class MeasureImportError(VramtuiError):
+    """A file that cannot be imported as measurements (one line: the problem and the fix)."""
+
+
+@dataclass
+class ImportResult:
+    kind: str  # "probe" | "vllm"
+    source: str
+    measurements: list[Measurement] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # what was read but not imported, and why
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        what = "vramtui probe file" if self.kind == "probe" else "vLLM start-up log"
+        return f"{self.source}: {what}, {len(self.measurements)} measured figure(s)"
+
+
+def read_measurements(path: Path, spec: Spec) -> ImportResult:
+    """Read a probe JSON-lines file or a vLLM log into measurements for `spec`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise MeasureImportError(
+            f"{path}: no such file; pass a probe file (JSON lines) or a vLLM start-up log"
+        ) from None
+    except IsADirectoryError:
+        raise MeasureImportError(
+            f"{path} is a directory; pass a probe file (JSON lines) or a vLLM start-up log"
+        ) from None
+    except OSError as exc:
+        raise MeasureImportError(
+            f"{path} cannot be read ({exc.strerror}); check the path"
+        ) from None
+    return read_measurements_text(text, spec, source=path.name, path=path)
+
+
+def read_measurements_text(
+    text: str, spec: Spec, source: str = "pasted text", path: Path | None = None
+) -> ImportResult:
+    if not text.strip():
+        raise MeasureImportError(
+            f"{source} is empty; pass the probe's JSON-lines file or the vLLM server's log"
+        )
+    if _looks_like_probe(text):
+        return _from_probe(text, spec, source, path)
+    from vramtui.measure.vllm_log import looks_like_vllm_log, parse_vllm_log
+
+    if looks_like_vllm_log(text):
+        return _from_vllm(parse_vllm_log(text, source=source), spec, source)
+    raise MeasureImportError(
+        f'{source} is neither a vramtui probe file (JSON lines with "vramtui_probe") nor a vLLM '
+        "start-up log; record one with vramtui.probe or save the vLLM server's output to a file"
+    )
+
+
+def _looks_like_probe(text: str) -> bool:
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if not line.startswith("{"):
+            return False
+        try:
+            return "vramtui_probe" in json.loads(line)
+        except ValueError:
+            return '"vramtui_probe"' in line
+    return False
+
+
+def _spec_stages(spec: Spec) -> tuple[str, ...]:
+    from vramtui.ledger.items import INFERENCE_STAGES, TRAINING_STAGES
+
+    return TRAINING_STAGES if spec.is_training else INFERENCE_STAGES
+
+
+def _date(iso: str | None) -> datetime.date | None:
+    if not iso:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(iso).date()
+    except ValueError:
+        return None
+
+
+def _from_probe(text: str, spec: Spec, source: str, path: Path | None) -> ImportResult:
+    from vramtui.probe.records import ProbeFileError, parse_probe_lines
+
+    try:
+        runs = parse_probe_lines(text, source=source)
+    except ProbeFileError as exc:
+        raise MeasureImportError(str(exc)) from None
+    result = ImportResult(kind="probe", source=source)
+    stages = _spec_stages(spec)
+    for run in runs:
+        result.warnings.extend(run.warnings)
+        names = {d.index: d.name for d in run.devices}
+        versions = {k: str(v) for k, v in run.versions.items() if v}
+        run_label = run.run_name or run.run_id[:8]
+        for st in run.stages:
+            stage = STAGE_ALIASES.get(st.stage.strip().lower().replace(" ", "_"))
+            where = f"run {run_label}, stage '{st.stage}'"
+            if stage is None:
+                result.skipped.append(
+                    f"{where}: not a stage vramtui knows (use one of {', '.join(stages)})"
+                )
+                continue
+            if stage not in stages:
+                result.skipped.append(f"{where}: a {spec.task.kind} spec has no {stage} stage")
+                continue
+            if not st.measured:
+                result.skipped.append(f"{where}: nothing measured ({st.reason or 'no CUDA'})")
+                continue
+            dims = {
+                k: v
+                for k, v in st.dims.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            }
+            dropped = sorted(set(st.dims) - set(dims))
+            if dropped:
+                result.warnings.append(
+                    f"{where}: dimension(s) {', '.join(dropped)} are not numbers and were left out"
+                )
+            for dev in st.devices:
+                for attr, quantity, counter in PROBE_COUNTERS:
+                    value = getattr(dev, attr, None)
+                    if value is None:
+                        continue
+                    result.measurements.append(
+                        Measurement(
+                            stage=stage,
+                            quantity=quantity,
+                            bytes=int(value),
+                            counter=counter,
+                            source=f"probe {source}, {where}",
+                            gpu=dev.index,
+                            device=names.get(dev.index, ""),
+                            date=_date(st.time_end or run.time),
+                            run=run.run_id,
+                            error=st.error or "",
+                            dims=dims,
+                            versions=versions,
+                        )
+                    )
+    if not result.measurements and not result.skipped:
+        raise MeasureImportError(
+            f"{source}: the probe file holds no stage records; wrap your stages in "
+            "`with probe.stage(...)` and run again"
+        )
+    return result
+
+
+# vLLM figure -> (stage, quantity, item, counter)
+VLLM_FIGURES = {
+    "weights": (
+        "load",
+        "item",
+        "weights+quant_metadata",
+        "vLLM 'model loading took' (weights on this GPU, measured by vLLM)",
+    ),
+    "non_torch": (
+        "prefill",
+        "item",
+        "overhead.cuda_context",
+        "vLLM non_torch_memory (CUDA context, NCCL and library workspaces, from its profile)",
+    ),
+    "activation_peak": (
+        "prefill",
+        "item",
+        "activations+logits",
+        "vLLM PyTorch activation peak (profiled at max_num_batched_tokens)",
+    ),
+    "kv_cache": (
+        "decode",
+        "kv_cache_pool",
+        None,
+        "vLLM KV cache memory (the pool sized to fill gpu_memory_utilization)",
+    ),
+    "cuda_graph": (
+        "decode",
+        "item",
+        "cuda_graphs",
+        "vLLM CUDA graph capture ('took ... GiB')",
+    ),
+    "kv_cache_tokens": ("decode", "kv_cache_tokens", None, "vLLM 'GPU KV cache size' (tokens)"),
+    "gpu_blocks": ("decode", "gpu_blocks", None, "vLLM '# GPU blocks'"),
+    "max_concurrency": (
+        "decode",
+        "max_concurrency",
+        None,
+        "vLLM 'Maximum concurrency for N tokens per request'",
+    ),
+}
+
+
+def _from_vllm(startup, spec: Spec, source: str) -> ImportResult:
+    result = ImportResult(kind="vllm", source=source)
+    if spec.is_training:
+        raise MeasureImportError(
+            f"{source} is a vLLM serving log but the spec is a {spec.task.kind} spec; import it "
+            "into an inference spec"
+        )
+    versions = {"vllm": startup.version} if startup.version else {}
+    if startup.model and spec.model.id and not _same_model(startup.model, spec.model.id):
+        result.warnings.append(
+            f"the log serves '{startup.model}' but the spec's model is '{spec.model.id}': the "
+            "figures may not apply"
+        )
+    if startup.tensor_parallel_size and startup.tensor_parallel_size != (
+        spec.placement.tensor_parallel
+    ):
+        result.warnings.append(
+            f"the log runs tensor_parallel_size={startup.tensor_parallel_size}, the spec "
+            f"{spec.placement.tensor_parallel}: per-GPU figures will not match the spec's layout"
+        )
+    base_dims = {}
+    if startup.max_model_len:
+        base_dims["max_model_len"] = startup.max_model_len
+    if startup.block_size:
+        base_dims["block_size"] = startup.block_size
+    for fig in startup.figures:
+        if fig.name not in VLLM_FIGURES:
+            if fig.name not in ("total_gpu_memory", "cpu_blocks"):
+                result.skipped.append(f"line {fig.line}: {fig.name} is not imported")
+            continue
+        stage, quantity, item, counter = VLLM_FIGURES[fig.name]
+        dims = dict(base_dims)
+        if fig.tokens_per_request:
+            dims["tokens_per_request"] = fig.tokens_per_request
+        count = quantity in ("kv_cache_tokens", "gpu_blocks", "max_concurrency")
+        if (count and fig.value is None) or (not count and fig.bytes is None):
+            result.skipped.append(f"line {fig.line}: {fig.name} has no figure")
+            continue
+        result.measurements.append(
+            Measurement(
+                stage=stage,
+                quantity=quantity,
+                bytes=None if count else fig.bytes,
+                value=fig.value if count else None,
+                counter=counter,
+                as_written=fig.as_written,
+                item=item,
+                source=f"vLLM log {source}, line {fig.line}",
+                gpu=fig.rank,
+                versions=versions,
+                dims=dims,
+            )
+        )
+    for fig in startup.figures:
+        if fig.name == "total_gpu_memory" and fig.bytes:
+            result.warnings.append(
+                f"the GPU reports {fig.as_written} in total (cudaMemGetInfo, line {fig.line})"
+            )
+            break
+    return result
+
+
+def _same_model(served: str, spec_model: str) -> bool:
+    a = served.rstrip("/").split("/")[-1].lower()
+    b = spec_model.rstrip("/").split("/")[-1].lower()
+    return a == b
+
+
+def merge_measurements(spec: Spec, measurements) -> tuple[Spec, int]:
+    """`spec` with the new measurements appended (exact repeats skipped); how many were new."""
+    existing = set(spec.measured)
+    new = []
+    for m in measurements:
+        if m not in existing:
+            existing.add(m)
+            new.append(m)
+    if not new:
+        return spec, 0
+    return replace(spec, measured=tuple(spec.measured) + tuple(new)), len(new)
