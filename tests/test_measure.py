@@ -428,3 +428,52 @@ def test_cli_measure_import_bad_file_is_one_line(tmp_path, capsys):
     assert err.startswith("vramtui: error: x.log is neither") and err.count("\n") == 1
     assert main(["measure", "import", str(tmp_path / "missing.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ vLLM import
+
+VLLM_LOGS = Path(__file__).parent / "vllm_logs"
+
+
+def test_vllm_v1_log_becomes_measured_items_of_an_inference_spec():
+    spec = load_spec("sample_specs/llama-3.1-8b-chat-8k-x16.toml")
+    text = (VLLM_LOGS / "v1_0.10.1_api_server.log").read_text()
+    result = read_measurements_text(text, spec, source="serve.log")
+    by = {(m.quantity, m.item): m for m in result.measurements}
+    weights = by[("item", "weights+quant_metadata")]
+    # "Model loading took 14.9889 GiB": vLLM divides by 2**30
+    assert weights.bytes == round(14.9889 * 2**30) and weights.stage == "load"
+    assert weights.as_written == "14.9889 GiB"
+    assert weights.versions_map == {"vllm": "0.10.1.1"}
+    pool = by[("kv_cache_pool", None)]
+    assert pool.bytes == round(50.44 * 2**30)
+    tokens = by[("kv_cache_tokens", None)]
+    assert tokens.value == 413_200 and tokens.bytes is None
+    conc = by[("max_concurrency", None)]
+    assert conc.value == 50.44 and conc.dims_map["tokens_per_request"] == 8192
+    assert by[("item", "cuda_graphs")].bytes == round(0.55 * 2**30)
+    # 16 sequences x 8,192 tokens = 131,072 tokens needed; 413,200 held: validates
+    spec2, _ = merge_measurements(spec, result.measurements)
+    comparisons = compare(spec2, estimate(spec2, find_model(spec.model.id)))
+    c_tokens = next(c for c in comparisons if c.measurement.quantity == "kv_cache_tokens")
+    assert c_tokens.estimate_value == 131_072 and c_tokens.coverage.validates
+    c_weights = next(c for c in comparisons if c.measurement.item == "weights+quant_metadata")
+    # the ledger's bf16 weights of Llama-3.1-8B: 8,030,261,248 parameters x 2 B
+    assert c_weights.estimate_bytes == 16_060_522_496
+    assert c_weights.difference_bytes == round(14.9889 * 2**30) - 16_060_522_496
+
+
+def test_vllm_log_into_a_training_spec_is_refused():
+    text = (VLLM_LOGS / "v1_0.10.1_api_server.log").read_text()
+    with pytest.raises(VramtuiError, match="vLLM serving log but the spec is a full_finetune"):
+        read_measurements_text(text, _bare(), source="serve.log")
+
+
+def test_vllm_tp2_figures_keep_one_per_rank():
+    spec = load_spec("sample_specs/llama-3.3-70b-awq-tp2.toml")
+    text = (VLLM_LOGS / "v1_0.8.3_tp2_rank_prefix.log").read_text()
+    result = read_measurements_text(text, spec, source="tp2.log")
+    weights = [m for m in result.measurements if m.item == "weights+quant_metadata"]
+    assert sorted(m.gpu for m in weights) == sorted({m.gpu for m in weights})
+    assert all(m.gpu is not None for m in weights)
+    assert any("serves 'Qwen/Qwen2.5-Coder-7B-Instruct'" in w for w in result.warnings)

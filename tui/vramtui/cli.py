@@ -129,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_measure_parser(sub)
 
+    from vramtui.sheet.command import add_sheet_parser
+
+    add_sheet_parser(sub)
+
     models = sub.add_parser("models", help="list the model catalogue")
     models.add_argument("query", nargs="?", help="substring to filter ids")
     models.add_argument("--catalog", metavar="DIR")
@@ -291,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_watch(args, open_app=_watch_app)
         if args.command == "offers":
             return cmd_offers(args)
+        if args.command == "sheet":
+            from vramtui.sheet.command import cmd_sheet
+
+            return cmd_sheet(args)
         if args.command == "measure":
             from vramtui.measure.command import cmd_measure
 

@@ -374,22 +374,25 @@ class VramtuiApp(App):
     def _export_answer(self, path: str | None) -> None:
         if not path:
             return
-        from vramtui.sheet.command import export_sheet
+        from vramtui.sheet.command import save_sheet
+        from vramtui.sheet.model import build_sheet
 
         results = self.session.results
+        target = Path(path).expanduser()
         try:
-            written = export_sheet(
-                Path(path).expanduser(),
+            sheet = build_sheet(
                 results.spec,
                 results.arch,
                 results.estimate,
                 results.shortlist,
-                spec_source=str(self.session.path) if self.session.path else "unsaved spec",
+                spec_source=self.session.path.name if self.session.path else "unsaved spec",
+                checkpoint=results.checkpoint,
             )
+            save_sheet(sheet, target)
         except VramtuiError as exc:
             self.notify(str(exc), severity="error", timeout=10)
             return
-        self.notify(f"sizing sheet written to {written}")
+        self.notify(f"sizing sheet written to {target}")
 
     # ------------------------------------------------------------------ live feed
 

@@ -125,6 +125,8 @@ def _gpu(m, est: Estimate) -> tuple[int, str]:
     n = est.layout.gpus
     if m.gpu is not None and m.gpu < n:
         return m.gpu, f"GPU {m.gpu}"
+    if m.gpu is not None:
+        return -1, f"GPU {m.gpu} (the spec has {n}: against its most loaded GPU)"
     return -1, "the most loaded GPU" if n > 1 else "the GPU"
 
 

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 DIMENSION_FREE_CATEGORIES = frozenset(
     {"weights", "quant_metadata", "adapter", "master_weights", "gradients", "optimizer", "buffers"}
 )
-DIMENSION_FREE_ITEMS = frozenset({"overhead.cuda_context", "overhead.nccl", "transient.load"})
+DIMENSION_FREE_ITEMS = frozenset(
+    # CUDA graphs are captured once for the engine's own batch sizes, not the workload's.
+    {"overhead.cuda_context", "overhead.nccl", "transient.load", "cuda_graphs"}
+)
 
 DOES_NOT_VALIDATE = "does not validate the required workload"
 

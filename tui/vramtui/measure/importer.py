@@ -285,7 +285,15 @@ def _from_vllm(startup, spec: Spec, source: str) -> ImportResult:
         base_dims["max_model_len"] = startup.max_model_len
     if startup.block_size:
         base_dims["block_size"] = startup.block_size
+    seen: set[tuple[str, int | None]] = set()
+    ranked = {f.name for f in startup.figures if f.rank is not None}
     for fig in startup.figures:
+        # vLLM prints some figures more than once (the driver and each worker, an INFO and a
+        # DEBUG line): one per figure and rank, the first printed; a figure some rank printed
+        # is taken from the ranks, not from an unattributed repeat.
+        if (fig.name, fig.rank) in seen or (fig.rank is None and fig.name in ranked):
+            continue
+        seen.add((fig.name, fig.rank))
         if fig.name not in VLLM_FIGURES:
             if fig.name not in ("total_gpu_memory", "cpu_blocks"):
                 result.skipped.append(f"line {fig.line}: {fig.name} is not imported")
