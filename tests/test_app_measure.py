@@ -101,3 +101,27 @@ async def test_ctrl_e_exports_the_sheet_as_html(tmp_path, monkeypatch):
     html = (tmp_path / "s.html").read_text()
     assert "meta-llama/Llama-3.1-8B-Instruct" in html and "@media print" in html
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") or "tmp" in p.name]
+
+
+async def test_dry_run_button_traces_in_the_background(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from textual.widgets import Button
+
+    app, _ = _app(tmp_path)
+    async with app.run_test(size=(140, 50)) as pilot:
+        button = app.query_one("#dry-run", Button)
+        button.press()
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        shown = _text(app.query_one("#ledger-dryrun", Static))
+        assert "dry-run live tensor bytes" in shown
+        assert "attention (flash)" in shown
+        assert "prefill" in shown and "decode" in shown
+        assert not button.disabled
+        # an edit makes the trace stale, and says so
+        app.session.set_field("batch.concurrency", "8")
+        app._refresh_all()
+        await pilot.pause()
+        assert "earlier version of the spec" in _text(app.query_one("#ledger-dryrun", Static))

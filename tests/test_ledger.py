@@ -672,9 +672,13 @@ def test_eager_adds_score_term_flash_does_not():
     e = item(eager, "activations.training").max_bytes
     # eager keeps b x a x s^2 scores per layer: the fp32 softmax output (4 B, for its backward)
     # and the bf16 probabilities fed to the PV matmul (2 B); flash keeps only the fp32
-    # log-sum-exp, b x a x s x 4 B.
+    # log-sum-exp, b x a x s x 4 B. Eager's matmuls also save K and V repeated to all 32 heads
+    # (repeat_kv copies, 2 x 4096 values per token) where flash saves the grouped K and V
+    # (2 x 8 x 128 = 2 x 1024 values per token): 2 x (4096 - 1024) x 2 B more per token.
+    # (The dry run's trace of a tiny Llama gives exactly this difference.)
     a = 32
-    assert e - f == 32 * (mb * a * s * s * (4 + 2) - mb * a * s * 4)
+    repeat = mb * s * 2 * (a * L3_D - L3_KV * L3_D) * 2
+    assert e - f == 32 * (mb * a * s * s * (4 + 2) - mb * a * s * 4 + repeat)
 
 
 def test_flash_training_activations_are_linear_in_length():
@@ -703,9 +707,63 @@ def test_full_checkpointing_keeps_layer_inputs():
     s, mb = 1024, 1
     _, _, none = training(LLAMA3_8B, seq_len=s, micro_batch=mb, checkpointing="none")
     _, _, full = training(LLAMA3_8B, seq_len=s, micro_batch=mb, checkpointing="full")
-    per_layer = item(none, "activations.training").max_bytes // 32
-    # 32 layer inputs of b x s x h x 2 B + one layer recomputed
-    assert item(full, "activations.training").max_bytes == 32 * mb * s * L3_H * 2 + per_layer
+    # the final norm (outside the layers, never checkpointed) saves its fp32 input (4 B x h),
+    # rsqrt (4 B per token), the normalised bf16 values and its output (2 x 2 B x h)
+    final_norm = mb * s * (4 * L3_H + 4 + 2 * 2 * L3_H)
+    per_layer = (item(none, "activations.training").max_bytes - final_norm) // 32
+    # backward: 32 layer inputs of b x s x h x 2 B + one layer recomputed + the final norm
+    backward = 32 * mb * s * L3_H * 2 + per_layer + final_norm
+    act = item(full, "activations.training")
+    assert act.max_bytes == act.bytes_at("backward") == backward
+    # forward: the layer inputs + the final norm + one layer's no-grad working set, not the
+    # recomputed layer's saved set (the trace shows the forward never holds it):
+    # transformers keeps 4 copies of the hidden states (embedding output, layer input,
+    # residual, normed input) and the SwiGLU MLP's act, up and product over 14,336.
+    working = mb * s * (4 * L3_H + 3 * L3_I) * 2
+    assert act.bytes_at("forward") == 32 * mb * s * L3_H * 2 + working + final_norm
+
+
+def test_training_saved_set_per_layer_by_hand():
+    # Llama-3-8B, 1 x 1024 tokens, flash, no checkpointing. Per token and layer, what the HF
+    # code saves for backward: two RMSNorms x (fp32 input 4h + rsqrt 4 + normalised 2h +
+    # output 2h); the rotated q (4096) and k (1024) and v (1024) in bf16 (cos and sin need no
+    # gradient, so q and rotate_half(q) before rotation are not saved); the attention output
+    # (4096); gate, act, up, product over 14,336; plus the log-sum-exp, 32 heads x 4 B.
+    s = 1024
+    _, _, est = training(LLAMA3_8B, seq_len=s, micro_batch=1, attention="flash")
+    norms = 2 * (4 * L3_H + 4 + 2 * L3_H + 2 * L3_H)
+    per_token = norms + 2 * (4096 + 2 * 1024) + 2 * 4096 + 2 * 4 * L3_I + 32 * 4
+    final_norm = 4 * L3_H + 4 + 4 * L3_H
+    assert item(est, "activations.training").max_bytes == s * (32 * per_token + final_norm)
+
+
+def test_inference_working_set_transformers_vs_vllm():
+    # prefill of 1 x 1000 tokens, flash: the MLP (3 x 14,336) outweighs q,k,v,out
+    # (4096 + 2048 + 4096). transformers holds 4 copies of the hidden states, vLLM 2.
+    _, _, hf = inference(LLAMA3_8B, prompt=1000, engine="transformers")
+    _, _, vllm = inference(LLAMA3_8B, prompt=1000, engine="vllm")
+    assert item(hf, "activations.inference").bytes_at("prefill") == 1000 * (4 * L3_H + 3 * L3_I) * 2
+    assert (
+        item(vllm, "activations.inference").bytes_at("prefill") == 1000 * (2 * L3_H + 3 * L3_I) * 2
+    )
+
+
+def test_eager_inference_scores_and_repeated_cache_by_hand():
+    # prefill, 2 x 1000 tokens, eager, bf16: softmax(dtype=float32) of bf16 scores first makes
+    # an fp32 copy (PyTorch fuses the upcast only for fp16 on CUDA), so each score holds
+    # 2 B + 4 B copy + 4 B softmax at the peak; repeat_kv copies K and V to 32 heads.
+    conc, p, g = 2, 1000, 24
+    _, _, flash = inference(LLAMA3_8B, prompt=p, generated=g, concurrency=conc)
+    _, _, eager = inference(LLAMA3_8B, prompt=p, generated=g, concurrency=conc, attention="eager")
+    f, e = item(flash, "activations.inference"), item(eager, "activations.inference")
+    heads, hd = 32, 128
+    prefill = conc * heads * p * p * (2 + 4 + 4) + 2 * conc * p * heads * hd * 2
+    assert e.bytes_at("prefill") - f.bytes_at("prefill") == prefill
+    # decode: one query per sequence against the whole context (1024 tokens), and repeat_kv
+    # copies the whole cache of the layer to all 32 heads
+    ctx_len = p + g
+    decode = conc * heads * 1 * ctx_len * 10 + 2 * conc * ctx_len * heads * hd * 2
+    assert e.bytes_at("decode") - f.bytes_at("decode") == decode
 
 
 # --------------------------------------------------------------------------- overheads

@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     est.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
     est.add_argument("--explain", action="store_true", help="show the basis of every item")
+    est.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="also trace the real transformers model code on the meta device (no GPU, no "
+        "weights): per-stage live tensor bytes beside the ledger (needs vramtui[dryrun])",
+    )
 
     sl = sub.add_parser(
         "shortlist",
@@ -354,16 +360,37 @@ def _spec_and_estimate(args):
 
 def cmd_estimate(args) -> int:
     if args.bits is not None or args.headroom_gib is not None or args.params is not None:
+        if args.dry_run:
+            from vramtui.errors import SpecError
+
+            raise SpecError(
+                "--dry-run needs a model architecture, not the simple mode's --params/--bits; "
+                "give a spec or --model"
+            )
         return _simple_mode(args)
-    spec, _, est = _spec_and_estimate(args)
+    spec, arch, est = _spec_and_estimate(args)
+    traced = None
+    if args.dry_run:
+        from vramtui.dryrun.command import run_dry_run
+
+        traced = run_dry_run(spec, arch)
     if args.json:
         from vramtui.ledger.report import estimate_to_dict
 
-        _print_json(estimate_to_dict(est, spec))
+        data = estimate_to_dict(est, spec)
+        if traced is not None:
+            from vramtui.dryrun.command import dry_run_to_dict
+
+            data["dry_run"] = dry_run_to_dict(traced, est)
+        _print_json(data)
         return 0
     from vramtui.render import estimate_renderable, print_renderable
 
     print_renderable(estimate_renderable(est, args.units, args.explain, spec=spec))
+    if traced is not None:
+        from vramtui.dryrun.command import dry_run_renderable
+
+        print_renderable(dry_run_renderable(traced, est, args.units))
     return 0
 
 

@@ -612,6 +612,11 @@ class VramtuiApp(App):
             self.action_import_measurements,
         )
         yield SystemCommand(
+            "Dry run",
+            "Trace the real model code on the meta device: live tensor bytes per stage",
+            self.ledger_pane.start_dry_run,
+        )
+        yield SystemCommand(
             "Export sizing sheet",
             "One page as Markdown or HTML (ctrl+e)",
             self.action_export_sheet,

@@ -1,7 +1,8 @@
 """Activations and logits: inference working sets, training saved tensors (Korthikanti et al.).
 
 Per-layer counts follow what the Hugging Face implementations keep for backward (RMSNorm
-upcasts to fp32, rotary embeddings keep q and k before and after rotation, SwiGLU keeps gate,
+upcasts to fp32, only the rotated q and k are kept - cos and sin need no gradient, so autograd
+saves neither q before rotation nor rotate_half(q) - SwiGLU keeps gate,
 up, act(gate) and their product). They are estimates, checked by the dry run where available.
 """
 
@@ -46,32 +47,66 @@ def _mlp_width(arch) -> tuple[int, str]:
     return arch.intermediate_size, f"intermediate {arch.intermediate_size}"
 
 
+def eager_score_bytes(ctx: LedgerContext) -> tuple[int, str]:
+    """Bytes per attention score at eager attention's softmax, and why.
+
+    The model computes softmax(scores, dtype=float32) on scores in the compute dtype: PyTorch
+    fuses the upcast into the softmax only for fp16 on CUDA; for bf16 it first makes an fp32
+    copy of the scores (checked against the dry run's trace), for fp32 the cast is a no-op.
+    """
+    b = ctx.act_bytes
+    if ctx.compute_dtype == "bf16":
+        return b + 4 + 4, f"{b} B scores + 4 B fp32 copy + 4 B fp32 softmax"
+    return b + 4, f"{b} B scores + 4 B fp32 softmax"
+
+
 def layer_working_set_bytes(
-    ctx: LedgerContext, tokens: int, seqs: int, seq_len: int
+    ctx: LedgerContext, tokens: int, seqs: int, seq_len: int, kv_len: int | None = None
 ) -> tuple[int, str]:
-    """One layer's transient tensors during a no-grad forward over `tokens` tokens."""
+    """One layer's transient tensors during a no-grad forward over `tokens` tokens.
+
+    `seq_len` is the query length of each sequence, `kv_len` the length it attends to (the
+    cache at decode; `seq_len` when not given).
+    """
     arch = ctx.arch
+    kv_len = seq_len if kv_len is None else kv_len
     b = ctx.act_bytes
     h = arch.hidden_size
     q = arch.num_attention_heads * arch.head_dim
     kv = 2 * arch.num_kv_heads * arch.head_dim
     width, width_why = _mlp_width(arch)
     mlp_mult = 3 if arch.gated_mlp else 2
-    hidden = 2 * tokens * h * b  # residual stream + normed input
+    engine = (ctx.spec.runtime.engine or "transformers").lower()
+    # transformers keeps four copies of the hidden states alive inside a layer: the embedding
+    # output (held by the model's forward), the layer's input (held by the caller), the residual
+    # after attention and the normed input; fused-residual engines (vLLM...) keep two.
+    copies = 4 if engine == "transformers" else 2
+    hidden = copies * tokens * h * b
     attn = tokens * (q + kv + q) * b  # q, k, v, attention output
     mlp = mlp_mult * tokens * width * b
+    moe_why = ""
+    if arch.is_moe:
+        # the top-k copies of each token: the gathered expert inputs and the experts' outputs
+        mlp += 2 * tokens * arch.num_experts_per_tok * h * b
+        moe_why = f" + 2 x top-{arch.num_experts_per_tok} token copies x hidden {h}"
     total = hidden + max(attn, mlp)
     why = (
-        f"{tokens:,} tokens x (2 x hidden {h} + max(q+k+v+out {q + kv + q}, "
-        f"{mlp_mult} x {width_why})) x {b} B"
+        f"{tokens:,} tokens x ({copies} x hidden {h} + max(q+k+v+out {q + kv + q}, "
+        f"{mlp_mult} x {width_why}{moe_why})) x {b} B"
     )
     if ctx.spec.runtime.attention == "eager":
-        scores = seqs * arch.num_attention_heads * seq_len * seq_len * (4 + b)
+        per_score, per_why = eager_score_bytes(ctx)
+        heads = arch.num_attention_heads
+        scores = seqs * heads * seq_len * kv_len * per_score
         total += scores
-        why += (
-            f" + eager attention scores {seqs} x {arch.num_attention_heads} heads x "
-            f"{seq_len:,}^2 x ({b} B + 4 B fp32 softmax)"
-        )
+        why += f" + eager attention scores {seqs} x {heads} heads x {seq_len:,} x {kv_len:,} x ({per_why})"
+        if arch.num_kv_heads < heads:
+            rep = 2 * seqs * kv_len * heads * arch.head_dim * b
+            total += rep
+            why += (
+                f" + repeat_kv copies of K and V to all {heads} heads over {kv_len:,} tokens "
+                f"({rep:,} B)"
+            )
     return total, why
 
 
@@ -114,7 +149,8 @@ def inference_items(ctx: LedgerContext) -> list[LedgerItem]:
     engine = (spec.runtime.engine or "transformers").lower()
     prefill_tokens, attn_len, chunk_note = prefill_step_tokens(ctx)
     prefill_bytes, prefill_why = layer_working_set_bytes(ctx, prefill_tokens, conc, attn_len)
-    decode_bytes, decode_why = layer_working_set_bytes(ctx, conc, conc, 1)
+    context = prompt + (spec.lengths.generated_tokens or 0)
+    decode_bytes, decode_why = layer_working_set_bytes(ctx, conc, conc, 1, context)
     b = ctx.act_bytes
     layer_dist = distribution(ctx.layout, tp_share=Fraction(1, ctx.tp))
     items = [
@@ -181,13 +217,18 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     kvd = arch.num_kv_heads * arch.head_dim
     width, width_why = _mlp_width(arch)
     norms = 2 * tokens * (4 * h + 4 + b * h + b * h)  # fp32 input, rsqrt, normalised, scaled
-    qkv = tokens * b * (3 * q + 3 * kvd + kvd)  # q, k before/after rotary + rotate_half; v
+    # rotated q and k, and v: q * cos and rotate_half(q) * sin save only cos and sin (no grad).
+    # Eager attention's matmuls save K and V repeated to every query head (repeat_kv copies)
+    # instead of the grouped ones.
+    kv_saved = q if ctx.spec.runtime.attention == "eager" else kvd
+    qkv = tokens * b * (q + 2 * kv_saved)
     attn_out = tokens * b * q
     mlp = tokens * b * width * (4 if arch.gated_mlp else 2)
     total = norms + qkv + attn_out + mlp
     parts = [
         f"norms 2 x (fp32 input 4 B + rsqrt + normalised {b} B + scaled {b} B) x hidden {h}",
-        f"q,k before/after rotary and v ({3 * q + 3 * kvd + kvd} values/token)",
+        f"rotated q and k, and v ({q + 2 * kv_saved} values/token"
+        + (", K and V repeated to every head by eager's repeat_kv)" if kv_saved != kvd else ")"),
         f"attention output {q}",
         f"MLP {'gate, up, act, product' if arch.gated_mlp else 'up, act'} over {width_why}",
     ]
@@ -239,21 +280,34 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     b = ctx.act_bytes
     h = arch.hidden_size
     per_layer, per_layer_why = training_layer_bytes(ctx, mb, s)
+    # The final norm before the LM head saves what a layer's norm does (outside checkpointing).
+    final_norm = mb * s * (4 * h + 4 + b * h + b * h)
     ckpt = spec.training.grad_checkpointing
+    layers_forward = None
     if ckpt == "full":
         kept = mb * s * h * b  # one copy of each layer's input (2sbh B in 16-bit)
-        layers_total = arch.num_layers * kept + per_layer
+        layers_total = arch.num_layers * kept + per_layer + final_norm
+        # In the forward, checkpointed layers save nothing: one layer's no-grad working set
+        # is live at a time. The full saved set of one layer exists only in backward, when
+        # that layer is recomputed (checked against the dry run's trace).
+        working, _ = layer_working_set_bytes(ctx, mb * s, mb, s)
+        layers_forward = arch.num_layers * kept + working + final_norm
         why = (
             f"full checkpointing: {arch.num_layers} layer inputs x ({mb} x {s:,} x {h} x {b} B) "
-            f"+ one layer recomputed ({per_layer:,} B: {per_layer_why})"
+            f"+ in backward one layer recomputed ({per_layer:,} B: {per_layer_why}); in the "
+            f"forward one layer's no-grad working set instead ({working:,} B); final norm "
+            f"{final_norm:,} B"
         )
     else:
         if ckpt == "selective" and spec.runtime.attention == "eager":
             scores = mb * arch.num_attention_heads * s * s * (4 + b)
             per_layer -= scores
             per_layer_why += " (selective recomputation drops the scores)"
-        layers_total = arch.num_layers * per_layer
-        why = f"{arch.num_layers} layers x {per_layer:,} B ({per_layer_why})"
+        layers_total = arch.num_layers * per_layer + final_norm
+        why = (
+            f"{arch.num_layers} layers x {per_layer:,} B ({per_layer_why}) + final norm "
+            f"{final_norm:,} B"
+        )
     # Pipeline: stage p keeps up to (pp - p) micro-batches in flight (1F1B schedule).
     pp = ctx.pp
     in_flight = [min(pp - p, spec.batch.grad_accum) for p in range(pp)]
@@ -265,6 +319,7 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
         tp_share=Fraction(1, ctx.tp),
     )
     stored = int(layers_total * scale)
+    stored_forward = stored if layers_forward is None else int(layers_forward * scale)
     if pp > 1:
         why += f"; pipeline stages hold {in_flight} micro-batches in flight"
     if ctx.tp > 1:
@@ -275,9 +330,10 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
             name=f"Activations saved for backward (checkpointing: {ckpt})",
             category="activations",
             status=ESTIMATED,
-            basis=f"{why} = {stored:,} B ({format_bytes(stored)})",
+            basis=f"{why} = {stored:,} B ({format_bytes(stored)})"
+            + (f" in backward, {stored_forward:,} B in the forward" if layers_forward else ""),
             stages=act_stages,
-            stage_bytes={"forward": stored, "backward": stored},
+            stage_bytes={"forward": stored_forward, "backward": stored},
             distribution=dist,
         )
     ]

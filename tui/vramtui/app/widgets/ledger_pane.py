@@ -6,7 +6,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Label, Select, Static
+from textual import work
+from textual.widgets import Button, DataTable, Label, Select, Static
 
 from vramtui.ledger.items import STAGE_LABELS
 from vramtui.render import STATUS_MARK, STATUS_STYLE, totals_table, unit_label, usage_bar
@@ -24,6 +25,7 @@ class LedgerPane(Vertical):
         self.results = None
         self.unit = "gib"
         self.selected_key: str | None = None
+        self.dry_run = None  # (spec traced, DryRunResult or the error's one line)
 
     def compose(self) -> ComposeResult:
         yield Static(id="ledger-title", markup=False)
@@ -46,10 +48,18 @@ class LedgerPane(Vertical):
                         else next(iter(self.gpus), Select.NULL)
                     ),
                 )
+                yield Button(
+                    "Dry run",
+                    id="dry-run",
+                    compact=True,
+                    tooltip="Trace the real transformers model code on the meta device (no GPU, "
+                    "no weights): live tensor bytes per stage beside the ledger",
+                )
             yield Static(id="ledger-bar")
             yield Static(id="ledger-totals")
             yield Static(id="ledger-measured")
             yield Static(id="ledger-plan")
+            yield Static(id="ledger-dryrun")
             yield Static(id="ledger-notes", markup=False)
 
     def on_mount(self) -> None:
@@ -100,6 +110,7 @@ class LedgerPane(Vertical):
             table.move_cursor(row=min(cursor, table.row_count - 1))
         self.query_one("#ledger-totals", Static).update(totals_table(est, unit))
         self._show_measured(results, unit)
+        self._show_dry_run()
         notes = (
             [f"Not in any total (unknown): {', '.join(i.name for i in est.unknown_items)}"]
             if est.unknown_items
@@ -129,6 +140,69 @@ class LedgerPane(Vertical):
                 )
             )
         self.query_one("#ledger-plan", Static).update(plan_table(staged_plan(results.spec), unit))
+
+    # ------------------------------------------------------------------ dry run
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "dry-run":
+            event.stop()
+            self.start_dry_run()
+
+    def start_dry_run(self) -> None:
+        """Trace the current spec in a thread; the keyboard stays free meanwhile."""
+        if self.results is None:
+            return
+        self.query_one("#dry-run", Button).disabled = True
+        self.query_one("#ledger-dryrun", Static).update(
+            Text("Dry run: tracing the model code on the meta device...", style="italic")
+        )
+        self._trace(self.results)
+
+    @work(thread=True, exclusive=True, group="dry-run")
+    def _trace(self, results) -> None:
+        from vramtui.errors import VramtuiError
+
+        try:
+            from vramtui.dryrun.command import run_dry_run
+
+            outcome = run_dry_run(results.spec, results.arch)
+        except VramtuiError as exc:
+            outcome = str(exc)
+        except Exception as exc:  # a model the trace cannot run: say so, keep the app
+            outcome = f"the dry run failed ({type(exc).__name__}: {exc}); the ledger stands"
+        self.app.call_from_thread(self._traced, results.spec, outcome)
+
+    def _traced(self, spec, outcome) -> None:
+        self.dry_run = (spec, outcome)
+        self.query_one("#dry-run", Button).disabled = False
+        self._show_dry_run()
+        if isinstance(outcome, str):
+            self.app.notify(f"dry run: {outcome}", severity="error", timeout=10)
+
+    def _show_dry_run(self) -> None:
+        widget = self.query_one("#ledger-dryrun", Static)
+        if self.dry_run is None or self.results is None:
+            widget.update("")
+            return
+        spec, outcome = self.dry_run
+        if isinstance(outcome, str):
+            widget.update(Text(f"Dry run: {outcome}", style="bold red"))
+            return
+        from rich.console import Group
+
+        from vramtui.dryrun.command import dry_run_renderable
+
+        parts = []
+        if spec != self.results.spec:
+            parts.append(
+                Text(
+                    "Dry run of an earlier version of the spec: press Dry run again to trace "
+                    "the current one.",
+                    style="bold yellow",
+                )
+            )
+        parts.append(dry_run_renderable(outcome, self.results.estimate, self.unit))
+        widget.update(Group(*parts))
 
     def compare_with(self, gpu_id: str) -> None:
         if gpu_id in self.gpus:

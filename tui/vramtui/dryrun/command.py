@@ -1,0 +1,186 @@
+"""The dry run's entry points: run it, turn it into JSON, render it beside the ledger."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from vramtui.dryrun.errors import DryRunError
+from vramtui.dryrun.result import DryRunResult, StageResult
+
+
+def run_dry_run(spec, arch, *, local_config_dir: str | Path | None = None) -> DryRunResult:
+    """Trace the spec's stages with the real transformers model code on the meta device.
+
+    `arch` is the spec's Architecture (its `.config` is the catalogue's config.json);
+    `local_config_dir` reads DIR/config.json instead. Raises DryRunError (one line) when torch
+    or transformers are missing, when transformers cannot build the model, or when the model
+    runs an op with no meta kernel; the analytic ledger stands in every case.
+    """
+    return trace_spec(spec, arch, local_config_dir=local_config_dir, device="meta")
+
+
+def trace_spec(
+    spec, arch, *, local_config_dir: str | Path | None = None, device: str = "meta"
+) -> DryRunResult:
+    """run_dry_run on any device: "meta" for the dry run, "cpu" to check it against a real run
+    of a tiny model with the same tracker."""
+    from vramtui.dryrun.build import build_model, import_torch, load_config
+
+    if arch is None and local_config_dir is None:
+        raise DryRunError(
+            "a bare parameter count has no architecture to trace: give model.id (a catalogue "
+            "model) or model.path (a directory with config.json)"
+        )
+    torch, transformers = import_torch()
+    config = load_config(arch, local_config_dir)
+    if arch is None:
+        from vramtui.models.hf_config import architecture_from_hf_config
+
+        arch = architecture_from_hf_config(
+            config, model_id=str(local_config_dir), source=f"{local_config_dir}/config.json"
+        )
+    t0 = time.perf_counter()
+    built = build_model(spec, arch, config, device=device)
+    build_seconds = time.perf_counter() - t0
+    run = _run(spec, built, device)
+    return _result(spec, arch, built, run, build_seconds, device, torch, transformers)
+
+
+def _run(spec, built, device):
+    from vramtui.dryrun.stages import run_stages
+    from vramtui.dryrun.tracker import UnsupportedOpError
+
+    try:
+        return run_stages(spec, built, device=device)
+    except UnsupportedOpError as exc:
+        if exc.no_kernel:
+            raise DryRunError(
+                f"the model calls {exc.op}, which has no meta-device kernel (a data-dependent "
+                f"or unsupported operation: {exc.detail}); the dry run cannot trace it, the "
+                "analytic ledger still stands"
+            ) from None
+        raise DryRunError(
+            f"the trace failed at {exc.op} ({exc.detail}); the analytic ledger still stands"
+        ) from None
+    except DryRunError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the model code itself failed: say so in one line
+        text = " ".join(str(exc).split())[:200]
+        raise DryRunError(
+            f"the traced model code raised {type(exc).__name__}: {text}; the analytic ledger "
+            "still stands"
+        ) from None
+
+
+def _versions(torch, transformers) -> dict[str, str]:
+    out = {"torch": torch.__version__, "transformers": transformers.__version__}
+    try:
+        import peft
+
+        out["peft"] = peft.__version__
+    except ImportError:
+        pass
+    return out
+
+
+def _placement_note(spec) -> str | None:
+    p = spec.placement
+    if p.gpus <= 1:
+        return None
+    return (
+        f"placement: {p.gpus} GPUs (TP={p.tensor_parallel}, PP={p.pipeline_parallel}, "
+        f"sharding {p.data_parallel_sharding}): the trace is one replica of the whole model "
+        "on one device; the per-GPU division is the ledger's placement"
+    )
+
+
+def _result(spec, arch, built, run, build_seconds, device, torch, transformers) -> DryRunResult:
+    from vramtui.dryrun import attention
+
+    training = spec.task.kind != "inference"
+    ckpt = spec.training.grad_checkpointing if training else "none"
+    stages = tuple(
+        StageResult(
+            stage=p.name,
+            description=p.description,
+            peak_bytes=p.peak_bytes,
+            peak_rounded_bytes=p.peak_rounded_bytes,
+            start_bytes=p.start_bytes,
+            end_bytes=p.end_bytes,
+            peak_categories_bytes=p.peak_categories,
+            end_categories_bytes=p.end_categories,
+            peak_op=p.peak_op,
+            allocations=p.allocations,
+        )
+        for p in run.peaks
+    )
+    baseline = sum(_baseline(run).values())
+    notes = [*built.notes, *run.notes]
+    placement = _placement_note(spec)
+    if placement:
+        notes.append(placement)
+    return DryRunResult(
+        model_label=arch.model_id,
+        config_source=arch.source,
+        task_kind=spec.task.kind,
+        compute_dtype=built.compute_dtype,
+        attention_kernel=spec.runtime.attention,
+        attention_used=attention.describe(spec.runtime.attention, training, ckpt),
+        attn_implementation=built.attn_implementation,
+        stages=stages,
+        baseline_bytes=baseline,
+        param_count=built.param_count,
+        trainable_params=sum(p.numel() for p in built.trainable),
+        build_seconds=build_seconds,
+        trace_seconds=run.seconds,
+        device=device,
+        versions=_versions(torch, transformers),
+        notes=tuple(notes),
+    )
+
+
+def _baseline(run) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for rec in run.tracker.records:
+        if rec.tag in ("parameters", "adapter", "buffers") and rec.stage is None:
+            out[rec.tag] = out.get(rec.tag, 0) + rec.nbytes
+    return out
+
+
+def dry_run_to_dict(result: DryRunResult, estimate=None) -> dict:
+    """The trace as JSON-ready data; with the ledger's estimate, the comparison and the items
+    a trace of tensors cannot see."""
+    out = result.to_dict()
+    out["measured_items"] = [
+        {
+            "key": i.key,
+            "name": i.name,
+            "category": i.category,
+            "status": i.status,
+            "counter": i.counter,
+            "stage_bytes": dict(i.stage_bytes),
+        }
+        for i in result.measured_items()
+    ]
+    if estimate is not None:
+        from vramtui.dryrun.compare import compare, comparison_to_dict, not_in_trace
+
+        out["comparison"] = comparison_to_dict(compare(result, estimate))
+        out["not_in_trace"] = [
+            {
+                "key": i.key,
+                "name": i.name,
+                "status": i.status,
+                "ledger_max_bytes": i.max_bytes if not i.is_unknown else None,
+                "basis": i.basis,
+            }
+            for i in not_in_trace(estimate)
+        ]
+    return out
+
+
+def dry_run_renderable(result: DryRunResult, estimate=None, unit: str = "gib"):
+    from vramtui.dryrun.render import dry_run_renderable as render
+
+    return render(result, estimate, unit)

@@ -1,0 +1,22 @@
+"""The dry run's one-line errors."""
+
+from __future__ import annotations
+
+from vramtui.errors import VramtuiError
+
+INSTALL_HINT = "install the dry-run extra: pip install 'vramtui[dryrun]'"
+
+
+class DryRunError(VramtuiError):
+    """The dry run cannot trace this spec; str(error) is one line naming why and the fix.
+
+    The analytic ledger is unaffected: it still stands whatever the trace does."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))
+
+
+def missing_extra() -> DryRunError:
+    return DryRunError(
+        f"the dry run needs torch and transformers, which are not installed; {INSTALL_HINT}"
+    )
