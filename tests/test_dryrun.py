@@ -448,3 +448,56 @@ def test_local_config_dir(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA))
     r = run_dry_run(infer_spec(), None, local_config_dir=tmp_path)
     assert r.stage("prefill").peak_categories_bytes["parameters"] == TINY_BYTES
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+def test_cli_estimate_dry_run_json(capsys):
+    from vramtui.cli import main
+
+    rc = main(
+        [
+            "estimate",
+            "--model",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            "--seq",
+            "256",
+            "--generate",
+            "16",
+            "--batch",
+            "2",
+            "--dry-run",
+            "--json",
+        ]
+    )
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    traced = data["dry_run"]
+    assert traced["counter"] == "dry-run live tensor bytes"
+    assert [s["stage"] for s in traced["stages"]] == ["prefill", "decode"]
+    # Qwen2.5-0.5B-Instruct: 494,032,768 parameters in bf16 (tied embeddings) = 988,065,536 B
+    prefill = traced["stages"][0]["peak_categories_bytes"]
+    assert prefill["parameters"] == 988_065_536
+    # KV cache after a 2 x 256-token prefill: 2 (K, V) x 24 layers x 2 KV heads x 64 x 2 B
+    # = 12,288 B per token, x 512 tokens
+    assert prefill["kv_cache"] == 12_288 * 512 == 6_291_456
+    assert data["param_count"] == 494_032_768
+
+
+def test_cli_dry_run_without_torch_is_one_line(monkeypatch, capsys):
+    from vramtui.cli import main
+
+    for name in [m for m in sys.modules if m == "torch" or m.startswith("torch.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    assert main(["estimate", "sample_specs/llama-3.1-8b-chat-8k-x16.toml", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'vramtui[dryrun]'" in err
+
+
+def test_cli_dry_run_refuses_the_simple_mode(capsys):
+    from vramtui.cli import main
+
+    assert main(["estimate", "--params", "7e9", "--bits", "16", "--dry-run"]) == 2
+    assert "--dry-run needs a model architecture" in capsys.readouterr().err
