@@ -197,8 +197,15 @@ def test_estimate_without_arguments_json_in_process(capsys):
         ["vramtui", "estimate"],
         ["vramtui", "estimate", str(REPO / "sample_specs" / "llama-3.1-8b-chat-8k-x16.toml")],
         ["vramtui", "estimate", *SIMPLE[1:]],
+        ["vramtui", "sheet", str(REPO / "sample_specs" / "qlora-7b.toml")],
+        [
+            "vramtui",
+            "measure",
+            "import",
+            str(REPO / "tests" / "vllm_logs" / "v1_0.10.1_api_server.log"),
+        ],
     ],
-    ids=["seed-json", "seed-text", "llama-spec", "simple"],
+    ids=["seed-json", "seed-text", "llama-spec", "simple", "sheet", "measure-import"],
 )
 def test_headless_estimate_never_imports_textual(argv):
     code = (
