@@ -77,9 +77,10 @@ def cmd_measure(args, catalog_dir=None) -> int:
         )
     if not result.measurements and result.skipped:
         # Everything was read and nothing applies: say why, do not save.
+        hint = "" if args.spec else "; pass --spec SPEC.toml, the spec of the run"
         raise SpecError(
             f"{result.source}: nothing to import ({len(result.skipped)} record(s) skipped; "
-            f"first: {result.skipped[0]})"
+            f"first: {result.skipped[0]}){hint}"
         )
     read = set(result.measurements)
     shown = [c for c in compare(new_spec, est) if c.measurement in read]

@@ -173,7 +173,9 @@ def _from_probe(text: str, spec: Spec, source: str, path: Path | None) -> Import
                 )
                 continue
             if stage not in stages:
-                result.skipped.append(f"{where}: a {spec.task.kind} spec has no {stage} stage")
+                result.skipped.append(
+                    f"{where}: the spec's task ({spec.task.kind}) has no {stage} stage"
+                )
                 continue
             if not st.measured:
                 result.skipped.append(f"{where}: nothing measured ({st.reason or 'no CUDA'})")

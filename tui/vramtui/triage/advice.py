@@ -197,6 +197,7 @@ def measurements_from(reading, stages: tuple[str, ...], spec: Spec) -> tuple[Mea
                     source=source,
                     gpu=ev.gpu_index,
                     date=today,
+                    error=f"{ev.framework} out of memory",
                 )
             )
     return tuple(out)
