@@ -119,6 +119,7 @@ def training(
     task: str = "full_finetune",
     seq_len: int = 512,
     micro_batch: int = 1,
+    grad_accum: int = 1,
     weights: str = 'format = "bf16"',
     optimizer: str = "adamw",
     master: bool = True,
@@ -134,7 +135,7 @@ def training(
         lora=lora,
         weights=weights,
         lengths=f"seq_len = {seq_len}",
-        batch=f"micro_batch = {micro_batch}",
+        batch=f"micro_batch = {micro_batch}\ngrad_accum = {grad_accum}",
         training=(
             f'optimizer = "{optimizer}"\nmaster_weights_fp32 = {"true" if master else "false"}\n'
             f'grad_dtype = "{grad_dtype}"\ngrad_checkpointing = "{checkpointing}"'
@@ -699,28 +700,246 @@ def test_flash_training_activations_are_linear_in_length():
 def test_logits_training_size():
     s, mb = 1024, 2
     _, _, est = training(LLAMA3_8B, seq_len=s, micro_batch=mb)
-    # s x b x V logits: bf16 (2 B) + fp32 upcast (4 B) + log-softmax / gradient (4 B)
-    assert item(est, "logits.training").max_bytes == s * mb * L3_V * (2 + 4 + 4)
+    logits = item(est, "logits.training")
+    n = s * mb * L3_V  # 262,668,288 logits
+    # forward, at the loss: bf16 logits (2 B) + their fp32 upcast (4 B) + log-softmax (4 B)
+    assert logits.bytes_at("forward") == n * (2 + 4 + 4) == 2_626_682_880
+    # the loss backward: the saved log-softmax, the gradient nll_loss hands it and the logits'
+    # gradient, 3 x 4 B (the dry run's trace holds exactly this at its first backward op);
+    # here the backward's peak is at the loss backward (see the walk below)
+    assert logits.bytes_at("backward") == n * (4 + 4 + 4) == 3_152_019_456
+    # validation peaks at the loss (its hidden states are 2,048 x 4096 x 2 B = 16.8 MB, the
+    # layer's working set 2,048 x (4 x 4096 + 3 x 14,336) x 2 B = 243 MB, the logits 2.6 GB)
+    assert logits.bytes_at("validation") == n * 10
+    # fp32 compute: logits.float() is a no-op, so the forward holds 4 B + 4 B per logit
+    _, _, fp32 = training(
+        LLAMA3_8B, seq_len=s, micro_batch=mb, weights='format = "fp32"', grad_dtype="fp32"
+    )
+    assert item(fp32, "logits.training").bytes_at("forward") == n * (4 + 4)
+
+
+# Llama-3-8B, what one layer saves per token without checkpointing (worked in
+# test_training_saved_set_per_layer_by_hand): norms 2 x (4h + 4 + 2h + 2h) = 65,544; rotated
+# q, k and v 2 x (4096 + 2 x 1024) = 12,288; attention output 2 x 4096 = 8,192; gate, up, act,
+# product 4 x 2 x 14,336 = 114,688; flash/SDPA log-sum-exp 32 x 4 = 128.
+L3_SAVED_PER_TOKEN_LAYER = 65_544 + 12_288 + 8_192 + 114_688 + 128  # 200,840
+# the final norm: fp32 input 4h + rsqrt 4 + normalised and scaled 2 x 2h
+L3_FINAL_NORM_PER_TOKEN = 4 * L3_H + 4 + 4 * L3_H  # 32,772
+L3_GRADS = 2 * L3_PARAMS  # bf16: 16,060,522,496 B
+L3_HEAD_GRAD = 2 * L3_EMBED  # the LM head's (untied) weight gradient: 1,050,673,152 B
+# one decoder layer's parameters: (all - embedding - LM head) / 32 = 218,112,128 (the final
+# norm's 4,096 spread over the layers); its gradient in bf16
+L3_LAYER_GRAD = 2 * ((L3_PARAMS - 2 * L3_EMBED) // 32)  # 436,224,256 B
+
+
+def _backward(est):
+    return {
+        k: item(est, k).bytes_at("backward")
+        for k in ("activations.training", "logits.training", "gradients")
+    }
+
+
+def test_backward_walk_without_accumulation_peaks_at_the_loss():
+    # Llama-3-8B full fine-tune, 1 x 2,048 tokens, no checkpointing, no accumulation, 1 GPU:
+    # zero_grad(set_to_none=True) leaves no gradient before the backward; gradients appear as
+    # the backward reaches their parameters while the saved activations are freed.
+    t = 2048
+    _, _, est = training(LLAMA3_8B, seq_len=t)
+    layers = 32 * t * L3_SAVED_PER_TOKEN_LAYER  # 13,162,250,240
+    saved = layers + t * L3_FINAL_NORM_PER_TOKEN  # + 67,117,056 = 13,229,367,296
+    n = t * L3_V  # 262,668,288 logits
+    # the five points of the walk, by hand:
+    loss = saved + 12 * n  # 13,229,367,296 + 3,152,019,456 = 16,381,386,752
+    head = saved + 2 * n + L3_HEAD_GRAD  # + 525,336,576 + 1,050,673,152 = 14,805,377,024
+    last_layer = layers + L3_HEAD_GRAD + L3_LAYER_GRAD  # 14,649,147,648
+    first_layer = t * L3_SAVED_PER_TOKEN_LAYER + L3_GRADS - L3_HEAD_GRAD  # 15,421,169,664
+    end = L3_GRADS  # 16,060,522,496
+    assert loss == 16_381_386_752 and max(loss, head, last_layer, first_layer, end) == loss
+    # at the loss backward no gradient exists yet: the three items hold what is live there
+    assert _backward(est) == {
+        "activations.training": saved,
+        "logits.training": 12 * n,
+        "gradients": 0,
+    }
+    # the gradients item still holds all of them at the optimiser step
+    assert item(est, "gradients").bytes_at("optimizer_step") == L3_GRADS
+    basis = item(est, "gradients").basis
+    assert "the loss backward 16,381,386,752 B" in basis
+    assert "the embedding's backward (the end) 16,060,522,496 B" in basis
+    assert "the peak is the loss backward" in basis
+    # the old additive sum would have been saved + 10 B per logit + all gradients
+    assert sum(_backward(est).values()) == loss < saved + 10 * n + L3_GRADS
+    # (the dry run's trace of this spec, with sdpa: 119.96 GiB at the backward's first
+    # log-softmax op, parameters + optimiser states + exactly these 16,381,386,752 B)
+
+
+def test_backward_walk_short_sequence_peaks_at_the_end():
+    # 1 x 256 tokens: the activations are small, so every gradient at the end outweighs the
+    # loss backward: loss = 256 x (32 x 200,840 + 32,772) + 12 x 256 x 128,256
+    # = 1,653,670,912 + 394,002,432 = 2,047,673,344 < 16,060,522,496; the first decoder
+    # layer: 256 x 200,840 + 16,060,522,496 - 1,050,673,152 = 15,061,264,384 < the end.
+    _, _, est = training(LLAMA3_8B, seq_len=256)
+    assert _backward(est) == {
+        "activations.training": 0,
+        "logits.training": 0,
+        "gradients": L3_GRADS,
+    }
+    assert "the peak is the embedding's backward (the end)" in item(est, "gradients").basis
+
+
+def test_backward_walk_with_held_gradients():
+    # Gradient accumulation (2 steps) or data parallelism hold every gradient from before the
+    # backward: each point carries all of them and the loss backward wins again.
+    t = 2048
+    saved = t * (32 * L3_SAVED_PER_TOKEN_LAYER + L3_FINAL_NORM_PER_TOKEN)
+    expected = {
+        "activations.training": saved,
+        "logits.training": 12 * t * L3_V,
+        "gradients": L3_GRADS,
+    }
+    _, _, accum = training(LLAMA3_8B, seq_len=t, grad_accum=2)
+    assert _backward(accum) == expected
+    assert "gradient accumulation (2 steps)" in item(accum, "gradients").basis
+    _, _, ddp = training(LLAMA3_8B, seq_len=t, placement="gpus = 2")
+    assert _backward(ddp) == expected
+    assert "data parallelism (DP=2" in item(ddp, "gradients").basis
+
+
+def test_backward_walk_tied_embeddings_by_hand():
+    # Llama-3.2-1B ties the LM head to the embedding: vocab 128,256, hidden 2048, 16 layers,
+    # 32 heads, 8 KV heads, head_dim 64, intermediate 8192. Parameters: embedding
+    # 262,668,288 + 16 x (attention 2 x 2048^2 + 2 x 2048 x 512 = 10,485,760 + MLP
+    # 3 x 2048 x 8192 = 50,331,648 + norms 4,096) + final norm 2,048 = 1,235,814,400.
+    params = 262_668_288 + 16 * (10_485_760 + 50_331_648 + 4_096) + 2_048
+    _, arch, est = training("meta-llama/Llama-3.2-1B-Instruct", seq_len=512)
+    assert arch.param_count == params
+    # The LM head's share of the shared weight's gradient (128,256 x 2048 x 2 B) is held from
+    # the LM head's backward to the end, where the embedding's share is added to it out of
+    # place: every gradient + the two shares = 2,471,628,800 + 2 x 525,336,576.
+    share = 128_256 * 2048 * 2
+    end = 2 * params + 2 * share  # 3,522,301,952
+    # per token and layer: norms 2 x (4 x 2048 + 4 + 4 x 2048) = 32,776, q,k,v 2 x 3,072,
+    # attention output 2 x 2048, MLP 4 x 2 x 8192, log-sum-exp 128 -> 108,680; final norm
+    # 16,388. The loss backward: 512 x (16 x 108,680 + 16,388) + 12 x 512 x 128,256
+    # = 898,697,216 + 788,004,864 = 1,686,702,080 < the end.
+    loss = 512 * (16 * 108_680 + 16_388) + 12 * 512 * 128_256
+    assert loss < end
+    assert _backward(est) == {"activations.training": 0, "logits.training": 0, "gradients": end}
+    # (the dry run's trace: exactly 3,522,301,952 B of gradients and the two shares at its
+    # last op, aten.add)
 
 
 def test_full_checkpointing_keeps_layer_inputs():
     s, mb = 1024, 1
-    _, _, none = training(LLAMA3_8B, seq_len=s, micro_batch=mb, checkpointing="none")
+    t = s * mb
+    # Llama-3-8B 1 x 1,024 tokens, full checkpointing: the layers keep only their inputs,
+    # 32 x 1,024 x 4096 x 2 B = 268,435,456 B; the final norm (outside the layers, never
+    # checkpointed) saves 1,024 x 32,772 = 33,558,528 B; one layer recomputed in backward
+    # saves 1,024 x 200,840 = 205,660,160 B; one layer's no-grad working set in the forward
+    # holds 4 copies of the hidden states and the SwiGLU MLP's act, up and product:
+    # 1,024 x (4 x 4096 + 3 x 14,336) x 2 B = 121,634,816 B.
+    inputs = 32 * t * L3_H * 2
+    final_norm = t * L3_FINAL_NORM_PER_TOKEN
+    recomputed = t * L3_SAVED_PER_TOKEN_LAYER
+    working = t * (4 * L3_H + 3 * L3_I) * 2
+    n = t * L3_V  # 131,334,144 logits
     _, _, full = training(LLAMA3_8B, seq_len=s, micro_batch=mb, checkpointing="full")
-    # the final norm (outside the layers, never checkpointed) saves its fp32 input (4 B x h),
-    # rsqrt (4 B per token), the normalised bf16 values and its output (2 x 2 B x h)
-    final_norm = mb * s * (4 * L3_H + 4 + 2 * 2 * L3_H)
-    per_layer = (item(none, "activations.training").max_bytes - final_norm) // 32
-    # backward: 32 layer inputs of b x s x h x 2 B + one layer recomputed + the final norm
-    backward = 32 * mb * s * L3_H * 2 + per_layer + final_norm
     act = item(full, "activations.training")
-    assert act.max_bytes == act.bytes_at("backward") == backward
-    # forward: the layer inputs + the final norm + one layer's no-grad working set, not the
-    # recomputed layer's saved set (the trace shows the forward never holds it):
-    # transformers keeps 4 copies of the hidden states (embedding output, layer input,
-    # residual, normed input) and the SwiGLU MLP's act, up and product over 14,336.
-    working = mb * s * (4 * L3_H + 3 * L3_I) * 2
-    assert act.bytes_at("forward") == 32 * mb * s * L3_H * 2 + working + final_norm
+    logits = item(full, "logits.training")
+    # forward: inside the last layer 268,435,456 + 121,634,816 = 390,070,272 B; at the loss
+    # 268,435,456 + 33,558,528 + 10 x 131,334,144 = 1,615,335,424 B: the loss wins, and the
+    # working set (freed before the LM head runs) is not added to it
+    assert inputs + working < inputs + final_norm + 10 * n
+    assert act.bytes_at("forward") == inputs + final_norm == 301_993_984
+    assert logits.bytes_at("forward") == 10 * n
+    # backward with accumulation (gradients held at every point): the loss backward
+    # 301,993,984 + 12 x 131,334,144 = 1,878,003,712 outweighs the recomputed last layer
+    # 268,435,456 + 205,660,160 = 474,095,616, so the recomputed set is not live at the peak
+    _, _, accum = training(LLAMA3_8B, seq_len=s, micro_batch=mb, checkpointing="full", grad_accum=2)
+    assert _backward(accum) == {
+        "activations.training": inputs + final_norm,
+        "logits.training": 12 * n,
+        "gradients": L3_GRADS,
+    }
+    assert "one layer recomputed (205,660,160 B" in item(accum, "activations.training").basis
+    # without accumulation the gradients appear during the backward; the points:
+    # loss 1,878,003,712; LM head 301,993,984 + 2 x 131,334,144 + 1,050,673,152
+    # = 1,615,335,424; last layer 268,435,456 + 205,660,160 + 1,050,673,152 + 436,224,256
+    # = 1,960,993,024; first layer 1,024 x 4096 x 2 + 205,660,160 + 16,060,522,496
+    # - 1,050,673,152 = 15,223,898,112; the end 16,060,522,496: the end wins.
+    first = t * L3_H * 2 + recomputed + L3_GRADS - L3_HEAD_GRAD
+    assert first == 15_223_898_112 < L3_GRADS
+    assert _backward(full) == {
+        "activations.training": 0,
+        "logits.training": 0,
+        "gradients": L3_GRADS,
+    }
+
+
+def test_validation_peak_is_the_layer_or_the_loss_never_both():
+    # QLoRA sample shape: Mistral-7B, 4 x 2,048 tokens, vocab 32,000, hidden 4096, MLP 14,336.
+    # Inside a layer the no-grad working set is 8,192 x (4 x 4096 + max(4096 + 2048 + 4096,
+    # 3 x 14,336)) x 2 B = 973,078,528 B; at the loss the final hidden states (8,192 x 4096 x
+    # 2 B = 67,108,864) and the logits (8,192 x 32,000 x 10 B = 2,621,440,000) are live, the
+    # layer's working set long freed. The loss wins: 2,688,548,864 B, not the sum 3,594,518,528.
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    lora = "rank = 16\ntargets = [" + ", ".join(f'"{t}"' for t in targets) + "]"
+    _, _, est = training(
+        MISTRAL_7B,
+        task="qlora",
+        lora=lora,
+        weights='format = "nf4"\ndouble_quant = true',
+        seq_len=2048,
+        micro_batch=4,
+        grad_accum=4,
+        optimizer="adamw_8bit",
+        master=False,
+        checkpointing="full",
+        attention="sdpa",
+    )
+    t, h, v = 8192, 4096, 32_000
+    assert item(est, "activations.validation").bytes_at("validation") == t * h * 2 == 67_108_864
+    assert item(est, "logits.training").bytes_at("validation") == t * v * 10 == 2_621_440_000
+    # (the dry run's trace of the sample: 67,108,864 B of activations and 2,621,571,112 B of
+    # logits at its validation peak, nll_loss_forward)
+    # The forward, full checkpointing: inside the last layer 32 x 8,192 x 4096 x 2 B
+    # (2,147,483,648) + 973,078,528 = 3,120,562,176 B; at the loss 2,147,483,648 + the final
+    # norm 8,192 x 32,772 (268,468,224) + the logits 2,621,440,000 = 5,037,391,872 B: the loss.
+    act = item(est, "activations.training")
+    assert act.bytes_at("forward") == 2_147_483_648 + 268_468_224
+    assert item(est, "logits.training").bytes_at("forward") == 2_621_440_000
+    # LoRA keeps the additive backward: layer inputs + the recomputed layer (8,192 x 200,840 =
+    # 1,645,281,280 B; Mistral-7B has Llama-3-8B's layer shapes) + the final norm, beside the
+    # loss backward's 12 B per logit
+    assert act.bytes_at("backward") == 2_147_483_648 + 1_645_281_280 + 268_468_224
+    assert item(est, "logits.training").bytes_at("backward") == t * v * 12
+    assert "LoRA" in act.basis
+
+
+def test_validation_peak_inside_the_layer_with_eager_scores():
+    # Llama-3-8B, 1 x 8,192 tokens, eager: the layer's working set holds the s x s scores,
+    # 32 heads x 8,192^2 x (2 B + 4 B fp32 copy + 4 B softmax) = 21,474,836,480 B, with
+    # repeat_kv's K and V copies 2 x 8,192 x 32 x 128 x 2 B = 134,217,728 B and
+    # 8,192 x (4 x 4096 + 3 x 14,336) x 2 B = 973,078,528 B: 22,582,132,736 B. At the loss:
+    # 8,192 x 4096 x 2 B + 8,192 x 128,256 x 10 B = 10,573,840,384 B. The layer wins, and
+    # the logits are not live then.
+    _, _, est = training(LLAMA3_8B, seq_len=8192, attention="eager")
+    working = 8192 * (4 * L3_H + 3 * L3_I) * 2 + 32 * 8192**2 * 10 + 2 * 8192 * 32 * 128 * 2
+    assert working == 22_582_132_736
+    assert item(est, "activations.validation").bytes_at("validation") == working
+    assert item(est, "logits.training").bytes_at("validation") == 0
+
+
+def test_pipeline_parallel_keeps_the_additive_backward():
+    # PP=2: the stages peak at different moments, so the sum stands: every saved activation,
+    # the loss backward's 12 B per logit and all gradients at once.
+    t = 1024
+    _, _, est = training(LLAMA3_8B, seq_len=t, placement="gpus = 2\npipeline_parallel = 2")
+    assert _backward(est) == {
+        "activations.training": t * (32 * L3_SAVED_PER_TOKEN_LAYER + L3_FINAL_NORM_PER_TOKEN),
+        "logits.training": 12 * t * L3_V,
+        "gradients": L3_GRADS,
+    }
 
 
 def test_training_saved_set_per_layer_by_hand():

@@ -8,6 +8,7 @@ up, act(gate) and their product). They are estimates, checked by the dry run whe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 from vramtui.ledger.context import LedgerContext
@@ -254,6 +255,237 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     return total, f"{tokens:,} tokens: " + "; ".join(parts)
 
 
+# What a causal-LM loss holds per logit. Forward: the logits in the compute dtype, their fp32
+# upcast (`logits.float()`, a no-op for fp32) and the log-softmax. The loss backward: the saved
+# log-softmax, the gradient nll_loss hands it and the logits' gradient (3 x 4 B, fp32), the
+# peak of the loss (checked against the dry run's trace).
+LOSS_BACKWARD_BYTES_PER_LOGIT = 4 + 4 + 4
+
+
+def forward_logit_bytes(ctx: LedgerContext) -> tuple[int, str]:
+    b = ctx.act_bytes
+    if b == 4:
+        return 4 + 4, "4 B fp32 logits (the upcast is a no-op) + 4 B log-softmax"
+    return b + 4 + 4, f"{b} B + 4 B fp32 upcast + 4 B log-softmax"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One moment of a stage: what the activations, logits and gradients items hold then."""
+
+    label: str
+    activations: int
+    logits: int
+    gradients: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.activations + self.logits + self.gradients
+
+    def text(self) -> str:
+        parts = f"activations {self.activations:,} + logits {self.logits:,}"
+        if self.gradients:
+            parts += f" + gradients {self.gradients:,}"
+        return f"{self.label} {self.total:,} B ({parts})"
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The points a stage passes through; its peak is the largest (the first of equals)."""
+
+    rule: str
+    points: tuple[Point, ...]
+
+    @property
+    def peak(self) -> Point:
+        best = self.points[0]
+        for p in self.points[1:]:
+            if p.total > best.total:
+                best = p
+        return best
+
+    @property
+    def points_text(self) -> str:
+        return "; ".join(p.text() for p in self.points)
+
+
+@dataclass(frozen=True)
+class TrainingSaved:
+    """What one micro-batch's layers save and hold in a training step (whole model)."""
+
+    tokens: int
+    per_layer: int  # one layer's saved set without checkpointing (the recomputed set with it)
+    per_layer_why: str
+    final_norm: int  # the final norm's saved tensors (outside checkpointing)
+    kept: int  # full checkpointing: one layer input kept per layer (0 otherwise)
+    layers_saved: int  # the decoder layers' saved tensors at the end of the forward
+    recompute: int  # full checkpointing: one layer's saved set rebuilt in backward (0 otherwise)
+    working: int  # one layer's no-grad working set over the micro-batch
+    working_why: str
+    logits: int  # logits in the micro-batch (tokens x vocab)
+    why: str
+
+
+def training_saved(ctx: LedgerContext) -> TrainingSaved:
+    spec = ctx.spec
+    arch = ctx.arch
+    mb = spec.batch.micro_batch
+    s = spec.lengths.seq_len
+    b = ctx.act_bytes
+    h = arch.hidden_size
+    per_layer, per_layer_why = training_layer_bytes(ctx, mb, s)
+    # The final norm before the LM head saves what a layer's norm does (outside checkpointing).
+    final_norm = mb * s * (4 * h + 4 + b * h + b * h)
+    working, working_why = layer_working_set_bytes(ctx, mb * s, mb, s)
+    ckpt = spec.training.grad_checkpointing
+    if ckpt == "full":
+        kept = mb * s * h * b  # one copy of each layer's input (2sbh B in 16-bit)
+        layers_saved = arch.num_layers * kept
+        recompute = per_layer
+        why = (
+            f"full checkpointing: {arch.num_layers} layer inputs x ({mb} x {s:,} x {h} x {b} B) "
+            f"= {layers_saved:,} B; in backward one layer recomputed ({per_layer:,} B: "
+            f"{per_layer_why}); in the forward one layer's no-grad working set instead "
+            f"({working:,} B); final norm {final_norm:,} B"
+        )
+    else:
+        kept, recompute = 0, 0
+        if ckpt == "selective" and spec.runtime.attention == "eager":
+            scores = mb * arch.num_attention_heads * s * s * (4 + b)
+            per_layer -= scores
+            per_layer_why += " (selective recomputation drops the scores)"
+        layers_saved = arch.num_layers * per_layer
+        why = (
+            f"{arch.num_layers} layers x {per_layer:,} B ({per_layer_why}) + final norm "
+            f"{final_norm:,} B"
+        )
+    return TrainingSaved(
+        tokens=mb * s,
+        per_layer=per_layer,
+        per_layer_why=per_layer_why,
+        final_norm=final_norm,
+        kept=kept,
+        layers_saved=layers_saved,
+        recompute=recompute,
+        working=working,
+        working_why=working_why,
+        logits=mb * s * arch.vocab_size,
+        why=why,
+    )
+
+
+def backward_walk(ctx: LedgerContext) -> Walk | None:
+    """The points of a full fine-tune's backward, single pipeline stage; None where the ledger
+    keeps the additive sum (LoRA, pipeline parallelism, a bare parameter count).
+
+    The backward runs the loss, the LM head, the decoder layers from the last to the first,
+    then the embedding. Each layer frees its saved tensors as its gradients appear, so between
+    layers the live total changes linearly and its largest value is at one of the points below.
+    """
+    from vramtui.ledger.training import gradient_parts, gradients_appear_in_backward
+
+    if ctx.arch is None or ctx.pp > 1:
+        return None
+    g = gradient_parts(ctx)
+    if g is None:
+        return None
+    sv = training_saved(ctx)
+    b = ctx.act_bytes
+    appear, appear_why = gradients_appear_in_backward(ctx)
+    start = sv.layers_saved + sv.final_norm  # saved at the end of the forward
+    first_layer = (sv.kept + sv.recompute) if sv.kept else sv.per_layer
+    if sv.kept:
+        top_say, first_say = (
+            "every layer input + the recomputed layer",
+            "its input + the recomputed layer",
+        )
+    else:
+        top_say, first_say = "every layer's saved tensors", "its saved tensors"
+    if appear:
+        grads_head = g.head
+        grads_top = g.head + g.layer
+        # the first layer's own gradients counted in full: they appear as its saved tensors go
+        grads_first = g.total - g.embedding + (g.head if g.tied else 0)
+        # tied: the LM head's share and the embedding's are summed out of place at the end
+        grads_end = g.total + (2 * g.head if g.tied else 0)
+        gsay = (
+            "no gradient yet",
+            f"the LM head's gradient {g.head:,} B",
+            f"the LM head's and that layer's gradients ({g.layer:,} B, counted in full)",
+            "every gradient but the embedding's"
+            + (" (the LM head's share of the tied weight's is held)" if g.tied else "")
+            + ", the layer's own counted in full",
+            "every gradient"
+            + (
+                f" + the tied weight's two shares being summed (2 x {g.head:,} B)" if g.tied else ""
+            ),
+        )
+        grads0 = 0
+    else:
+        grads0 = grads_head = grads_top = grads_first = grads_end = g.total
+        gsay = ("every gradient",) * 5
+    lb = sv.logits * b
+    points = (
+        Point("the loss backward", start, sv.logits * LOSS_BACKWARD_BYTES_PER_LOGIT, grads0),
+        Point("the LM head's backward", start, lb, grads_head),
+        Point(
+            "the last decoder layer (first in backward)",
+            sv.layers_saved + sv.recompute,
+            0,
+            grads_top,
+        ),
+        Point("the first decoder layer (last in backward)", first_layer, 0, grads_first),
+        Point("the embedding's backward (the end)", 0, 0, grads_end),
+    )
+    rule = (
+        f"the backward's peak is the largest of the points it passes through ({appear_why}): "
+        f"the loss backward (every saved activation + the saved log-softmax, its gradient and "
+        f"the logits' gradient, 3 x 4 B per logit; {gsay[0]}); the LM head's backward (every "
+        f"saved activation + the logits' gradient, {b} B per logit; {gsay[1]}); the last "
+        f"decoder layer, first in backward ({top_say}; {gsay[2]}); the first decoder "
+        f"layer, last in backward ({first_say}; {gsay[3]}); the embedding's backward ({gsay[4]}, "
+        "every activation freed). Between layers the total moves linearly (each layer frees "
+        "its saved tensors as its gradients appear), so it is largest at one of these; "
+        "backward temporaries inside a layer are not itemised"
+    )
+    return Walk(rule=rule, points=points)
+
+
+def forward_walk(ctx: LedgerContext, sv: TrainingSaved) -> Walk | None:
+    """Full checkpointing, one pipeline stage: the forward's peak is inside the last layer or
+    at the loss, never both (the layer's working set is freed before the LM head runs)."""
+    if ctx.spec.training.grad_checkpointing != "full" or ctx.pp > 1:
+        return None
+    fwd_per, _ = forward_logit_bytes(ctx)
+    return Walk(
+        rule="the forward's peak is the larger of two moments that never coexist: inside the "
+        "last decoder layer (every layer input + one layer's no-grad working set) and at the "
+        "loss (every layer input + the final norm's saved tensors + the logits)",
+        points=(
+            Point("inside the last decoder layer", sv.layers_saved + sv.working, 0),
+            Point("at the loss", sv.layers_saved + sv.final_norm, sv.logits * fwd_per),
+        ),
+    )
+
+
+def validation_walk(ctx: LedgerContext, sv: TrainingSaved) -> Walk | None:
+    """One pipeline stage: a no-grad forward peaks inside a layer or at the loss."""
+    if ctx.pp > 1:
+        return None
+    fwd_per, _ = forward_logit_bytes(ctx)
+    hidden = sv.tokens * ctx.arch.hidden_size * ctx.act_bytes
+    return Walk(
+        rule="the validation forward's peak is the larger of two moments that never coexist: "
+        "inside a decoder layer (its no-grad working set) and at the loss (the final hidden "
+        f"states, {sv.tokens:,} tokens x {ctx.arch.hidden_size} x {ctx.act_bytes} B, + the "
+        "logits); the layer's working set is freed before the LM head runs",
+        points=(
+            Point("inside a decoder layer", sv.working, 0),
+            Point("at the loss", hidden, sv.logits * fwd_per),
+        ),
+    )
+
+
 def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     act_stages = ("forward", "backward")
     if ctx.arch is None:
@@ -278,36 +510,8 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     mb = spec.batch.micro_batch
     s = spec.lengths.seq_len
     b = ctx.act_bytes
-    h = arch.hidden_size
-    per_layer, per_layer_why = training_layer_bytes(ctx, mb, s)
-    # The final norm before the LM head saves what a layer's norm does (outside checkpointing).
-    final_norm = mb * s * (4 * h + 4 + b * h + b * h)
+    sv = training_saved(ctx)
     ckpt = spec.training.grad_checkpointing
-    layers_forward = None
-    if ckpt == "full":
-        kept = mb * s * h * b  # one copy of each layer's input (2sbh B in 16-bit)
-        layers_total = arch.num_layers * kept + per_layer + final_norm
-        # In the forward, checkpointed layers save nothing: one layer's no-grad working set
-        # is live at a time. The full saved set of one layer exists only in backward, when
-        # that layer is recomputed (checked against the dry run's trace).
-        working, _ = layer_working_set_bytes(ctx, mb * s, mb, s)
-        layers_forward = arch.num_layers * kept + working + final_norm
-        why = (
-            f"full checkpointing: {arch.num_layers} layer inputs x ({mb} x {s:,} x {h} x {b} B) "
-            f"+ in backward one layer recomputed ({per_layer:,} B: {per_layer_why}); in the "
-            f"forward one layer's no-grad working set instead ({working:,} B); final norm "
-            f"{final_norm:,} B"
-        )
-    else:
-        if ckpt == "selective" and spec.runtime.attention == "eager":
-            scores = mb * arch.num_attention_heads * s * s * (4 + b)
-            per_layer -= scores
-            per_layer_why += " (selective recomputation drops the scores)"
-        layers_total = arch.num_layers * per_layer + final_norm
-        why = (
-            f"{arch.num_layers} layers x {per_layer:,} B ({per_layer_why}) + final norm "
-            f"{final_norm:,} B"
-        )
     # Pipeline: stage p keeps up to (pp - p) micro-batches in flight (1F1B schedule).
     pp = ctx.pp
     in_flight = [min(pp - p, spec.batch.grad_accum) for p in range(pp)]
@@ -318,52 +522,122 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
         stage_fractions=tuple(f * n / scale for f, n in zip(fractions, in_flight)),
         tp_share=Fraction(1, ctx.tp),
     )
-    stored = int(layers_total * scale)
-    stored_forward = stored if layers_forward is None else int(layers_forward * scale)
+    saved_end = int((sv.layers_saved + sv.final_norm) * scale)
+    why = f"{sv.why}; saved at the end of the forward: {saved_end:,} B ({format_bytes(saved_end)})"
     if pp > 1:
         why += f"; pipeline stages hold {in_flight} micro-batches in flight"
     if ctx.tp > 1:
         why += f"; divided by TP={ctx.tp} (assumes sequence parallelism)"
+    fwd_per, fwd_per_why = forward_logit_bytes(ctx)
+    fwd_logits = sv.logits * fwd_per
+    loss_logits = sv.logits * LOSS_BACKWARD_BYTES_PER_LOGIT
+
+    # forward
+    fwalk = forward_walk(ctx, sv)
+    if fwalk is not None:
+        act_fwd, logits_fwd = fwalk.peak.activations, fwalk.peak.logits
+        fwd_text = (
+            f"; forward: {act_fwd:,} B - {fwalk.rule}: {fwalk.points_text}; the peak is "
+            f"{fwalk.peak.label}"
+        )
+    else:
+        extra = sv.working if ckpt == "full" else 0
+        act_fwd = int((sv.layers_saved + extra + sv.final_norm) * scale)
+        logits_fwd = fwd_logits
+        fwd_text = (
+            f"; forward: {act_fwd:,} B (the layer inputs, one layer's working set and the final "
+            "norm added: pipeline stages peak at different moments)"
+            if ckpt == "full"
+            else ""
+        )
+    # backward
+    bwalk = backward_walk(ctx)
+    if bwalk is not None:
+        act_bwd, logits_bwd = bwalk.peak.activations, bwalk.peak.logits
+        bwd_text = (
+            f"; backward: {act_bwd:,} B, the activations live at the backward's peak, "
+            f"{bwalk.peak.label}, the largest of the points the backward passes through (the "
+            f"rule is worked under the gradients item): {bwalk.points_text}"
+        )
+    else:
+        act_bwd = int((sv.layers_saved + sv.recompute + sv.final_norm) * scale)
+        logits_bwd = loss_logits
+        reason = (
+            "pipeline stages peak at different moments"
+            if pp > 1
+            else "LoRA: the per-layer saved set here is a full fine-tune's and does not count "
+            "PEFT's adapter inputs and dropout masks, which the dry run traces, so the largest "
+            "point of the backward would understate it"
+        )
+        bwd_text = (
+            f"; backward: {act_bwd:,} B, everything saved"
+            + (" + the recomputed layer" if sv.recompute else "")
+            + f" added to the loss backward's logits and all gradients ({reason})"
+        )
     items = [
         LedgerItem(
             key="activations.training",
             name=f"Activations saved for backward (checkpointing: {ckpt})",
             category="activations",
             status=ESTIMATED,
-            basis=f"{why} = {stored:,} B ({format_bytes(stored)})"
-            + (f" in backward, {stored_forward:,} B in the forward" if layers_forward else ""),
+            basis=f"{why}{fwd_text}{bwd_text}",
             stages=act_stages,
-            stage_bytes={"forward": stored_forward, "backward": stored},
+            stage_bytes={"forward": act_fwd, "backward": act_bwd},
             distribution=dist,
         )
     ]
-    logits = mb * s * arch.vocab_size
-    fwd = logits * (b + 4 + 4)
+    # validation
+    vwalk = validation_walk(ctx, sv)
+    if vwalk is not None:
+        val, logits_val = vwalk.peak.activations, vwalk.peak.logits
+        val_text = f"{vwalk.rule}: {vwalk.points_text}; the peak is {vwalk.peak.label}"
+    else:
+        val, logits_val = sv.working, fwd_logits
+        val_text = (
+            f"one layer at a time: {sv.working:,} B, added to the logits (pipeline stages "
+            "peak at different moments)"
+        )
+    logits_text = (
+        f"{mb} x {s:,} tokens x vocab {arch.vocab_size:,} = {sv.logits:,} logits; forward: x "
+        f"({fwd_per_why}) = {fwd_logits:,} B at the loss"
+        + (
+            f", none at the forward's peak ({fwalk.peak.label})"
+            if fwalk is not None and not logits_fwd
+            else ""
+        )
+        + f"; the loss backward holds the saved log-softmax, its gradient and the logits' "
+        f"gradient, x 3 x 4 B = {loss_logits:,} B, and the LM head's backward the logits' "
+        f"gradient in {b} B"
+    )
+    if bwalk is not None:
+        logits_text += (
+            f"; backward: {logits_bwd:,} B at the backward's peak, {bwalk.peak.label} (the "
+            "points of the backward are listed under the activations)"
+        )
+    logits_text += (
+        f"; validation: {logits_val:,} B at its peak; the largest single transient of a "
+        "causal-LM step"
+    )
     items.append(
         LedgerItem(
             key="logits.training",
             name="Logits and loss (fp32 upcast, log-softmax, gradient)",
             category="logits",
             status=ESTIMATED,
-            basis=(
-                f"{mb} x {s:,} tokens x vocab {arch.vocab_size:,} = {logits:,} logits x "
-                f"({b} B + 4 B fp32 upcast + 4 B log-softmax / its gradient) = {fwd:,} B; "
-                "the largest single transient of a causal-LM step"
-            ),
+            basis=logits_text,
             stages=("forward", "backward", "validation"),
-            stage_bytes={"forward": fwd, "backward": fwd, "validation": fwd},
+            stage_bytes={"forward": logits_fwd, "backward": logits_bwd, "validation": logits_val},
             distribution=distribution(ctx.layout, where="last", tp_share=Fraction(1, ctx.tp)),
         )
     )
-    val, val_why = layer_working_set_bytes(ctx, mb * s, mb, s)
     items.append(
         LedgerItem(
             key="activations.validation",
             name="Validation forward working set (no grad)",
             category="activations",
             status=ESTIMATED,
-            basis=f"evaluation at the training micro-batch, one layer at a time: {val_why} "
-            f"= {val:,} B",
+            basis=f"evaluation at the training micro-batch; one layer's working set: "
+            f"{sv.working_why} = {sv.working:,} B; {val_text}",
             stages=("validation",),
             stage_bytes={"validation": val},
             distribution=distribution(ctx.layout, tp_share=Fraction(1, ctx.tp)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from vramtui.ledger.activations import backward_walk
 from vramtui.ledger.context import LedgerContext
 from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import ESTIMATED, UNKNOWN, LedgerItem
@@ -124,22 +125,32 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
     grad_stages = ("backward", "optimizer_step")
     if spec.batch.grad_accum > 1:
         grad_stages = ("forward",) + grad_stages
+    grad_bytes = {s: grads for s in grad_stages}
+    grad_basis = f"{n:,} trainable x {grad_b} B = {grads:,} B"
+    if spec.batch.grad_accum > 1:
+        grad_basis += (
+            f"; kept across micro-batches for gradient accumulation ({spec.batch.grad_accum} steps)"
+        )
+    grad_basis += "; freed by zero_grad(set_to_none=True) after the step"
+    # The backward stage holds what is live at its peak, one of the points the backward walk
+    # passes through (activations.backward_walk); without accumulation or gradient buffers the
+    # gradients appear during the walk, so the peak may hold none or only some of them.
+    walk = backward_walk(ctx)
+    if walk is not None:
+        grad_bytes["backward"] = walk.peak.gradients
+        grad_basis += (
+            f"; backward: {walk.peak.gradients:,} B, the gradients present at the backward's "
+            f"peak - {walk.rule}: {walk.points_text}; the peak is {walk.peak.label}"
+        )
     items.append(
         LedgerItem(
             key="gradients",
             name=f"Gradients of trainable parameters ({grad_why})",
             category="gradients",
             status=ESTIMATED,
-            basis=f"{n:,} trainable x {grad_b} B = {grads:,} B"
-            + (
-                "; kept across micro-batches for gradient accumulation "
-                f"({spec.batch.grad_accum} steps)"
-                if spec.batch.grad_accum > 1
-                else ""
-            )
-            + "; freed by zero_grad(set_to_none=True) after the step",
+            basis=grad_basis,
             stages=grad_stages,
-            stage_bytes={s: grads for s in grad_stages},
+            stage_bytes=grad_bytes,
             distribution=distribution(
                 ctx.layout, tp_share=tp_share, dp_sharded=ctx.zero_shards("gradients")
             ),
@@ -238,4 +249,60 @@ def optimizer_step_transient(ctx: LedgerContext, t: Trainable) -> tuple[int, str
     return tmp, (
         f"torch.optim.AdamW(foreach=True) computes sqrt(v) for every parameter of a group at "
         f"once: {t.params:,} x {sb} B = {tmp:,} B (fused=True avoids most of it)"
+    )
+
+
+@dataclass(frozen=True)
+class GradientParts:
+    """A full fine-tune's gradients, split as the backward produces them."""
+
+    grad_bytes: int  # bytes per gradient value
+    total: int  # every trainable parameter's gradient
+    head: int  # the LM head's weight gradient (tied: its share of the shared weight's)
+    embedding: int  # the input embedding's gradient (the shared weight's when tied)
+    layer: int  # one decoder layer's gradients (the average layer)
+    tied: bool  # the LM head shares the embedding's weight
+
+
+def gradient_parts(ctx: LedgerContext) -> GradientParts | None:
+    """The gradient sizes the backward walk needs (full fine-tunes with an architecture)."""
+    arch = ctx.arch
+    if arch is None or ctx.spec.task.kind != "full_finetune":
+        return None
+    g = FLOAT_BYTES[ctx.spec.training.grad_dtype]
+    groups = arch.params_by_group()
+    vocab_hidden = arch.vocab_size * arch.hidden_size
+    tied = groups["lm_head"] == 0
+    n = arch.param_count
+    layer = (n - groups["embedding"] - groups["lm_head"]) // max(arch.num_layers, 1)
+    return GradientParts(
+        grad_bytes=g,
+        total=n * g,
+        head=(vocab_hidden if tied else groups["lm_head"]) * g,
+        embedding=groups["embedding"] * g,
+        layer=layer * g,
+        tied=tied,
+    )
+
+
+def gradients_appear_in_backward(ctx: LedgerContext) -> tuple[bool, str]:
+    """Do the gradients come into being during the backward (True), or are they held from
+    before it (False)? With the reason, in words."""
+    spec = ctx.spec
+    if spec.batch.grad_accum > 1:
+        return False, (
+            f"gradient accumulation ({spec.batch.grad_accum} steps): the gradients of earlier "
+            "micro-batches are held through every point"
+        )
+    dp = ctx.layout.data_parallel
+    if dp > 1:
+        return False, (
+            f"data parallelism (DP={dp}, sharding {ctx.sharding}): DDP buckets and ZeRO/FSDP "
+            "gradient partitions stay allocated between steps, so the gradients are counted at "
+            "every point"
+        )
+    return True, (
+        "no gradient accumulation and one data-parallel replica: zero_grad(set_to_none=True) "
+        "(the Trainer's default) leaves no gradient before the backward, and each appears as "
+        "the backward reaches its parameter"
     )
