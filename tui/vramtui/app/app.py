@@ -52,7 +52,7 @@ class VramtuiApp(App):
         Binding("f6", "show_tab('shortlist')", "Shortlist", id="tab.shortlist"),
         Binding("f7", "show_tab('triage')", "Triage", id="tab.triage"),
         Binding("f8", "show_tab('feed')", "Feed", id="tab.feed"),
-        Binding("f9", "import_measurements", "Import measured", id="measure_import"),
+        Binding("f9", "import_measurements", "Import", id="measure_import"),
         Binding("ctrl+e", "export_sheet", "Sheet", id="export_sheet"),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
