@@ -228,6 +228,9 @@ def test_fake_cuda_figures_are_written_exactly(tmp_path, fake_cuda, fake_nvml, m
     transformers_stub = types.SimpleNamespace(__version__="5.24.0")
     monkeypatch.setitem(sys.modules, "transformers", transformers_stub)
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(__version__="0.11.0"))
+    # Libraries other tests in this process may have imported are recorded too: not here.
+    for name in ("peft", "accelerate", "deepspeed", "bitsandbytes", "flash_attn"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
     fake_cuda.alloc(0, 1000 * MIB, reserve_extra=24 * MIB)  # weights, before the stage
     fake_cuda.alloc(1, 10 * MIB)
     path = tmp_path / "p.jsonl"
