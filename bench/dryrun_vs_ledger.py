@@ -79,6 +79,41 @@ def variants(samples: dict):
                 runtime__attention="eager",
             )
         )
+    qlora = samples.get("qlora-7b.toml")
+    if qlora is not None:
+        out.append(
+            _variant(
+                qlora,
+                "variant: 7B QLoRA, no checkpointing, mb 1 x 2048 (dropout 0.05, as the sample)",
+                training__grad_checkpointing="none",
+                batch__micro_batch=1,
+                batch__grad_accum=1,
+            )
+        )
+        no_dropout = dataclasses.replace(
+            qlora.task, lora=dataclasses.replace(qlora.task.lora, dropout=0.0)
+        )
+        out.append(
+            _variant(
+                dataclasses.replace(qlora, task=no_dropout),
+                "variant: 7B QLoRA, no checkpointing, mb 1 x 2048, dropout 0",
+                training__grad_checkpointing="none",
+                batch__micro_batch=1,
+                batch__grad_accum=1,
+            )
+        )
+        lora_bf16 = dataclasses.replace(no_dropout, kind="lora")
+        out.append(
+            _variant(
+                dataclasses.replace(qlora, task=lora_bf16),
+                "variant: 7B LoRA on a bf16 base, no checkpointing, mb 1 x 2048, dropout 0",
+                training__grad_checkpointing="none",
+                weights__format="bf16",
+                weights__double_quant=None,
+                batch__micro_batch=1,
+                batch__grad_accum=1,
+            )
+        )
     if chat is not None:
         for kernel in ("sdpa", "eager"):
             out.append(
@@ -197,15 +232,39 @@ Fixed in the ledger (tui/vramtui/ledger/activations.py; tests/test_ledger.py wor
    layer input, residual, normed input), not two; fused-residual engines (vLLM) keep two.
    MoE inference working sets now include the top-k token copies.
 
+7. Backward of a training step: the largest of the moments the backward passes through (the
+   loss backward, the LM head, the last and first decoder layers, the end), not the sum of
+   everything saved, the logits and all gradients (done earlier: 8B without accumulation
+   -10.8% -> 0.0%). QLoRA validation and forward: a layer's working set or the loss, never
+   both (done earlier: -11.4% -> 0.0%).
+8. LoRA/QLoRA saved set: the ledger used a full fine-tune's per-layer set. PEFT's lora.Linear
+   (frozen base saves no input; bitsandbytes' MatMul4Bit none either) saves per adapted module
+   and input value: dropout 0, the input cast to the fp32 adapters (4 B, saved by lora_A);
+   dropout > 0, a bool mask (1 B, CUDA's fused dropout) + the dropout output (4 B) - each
+   module its own copy (q, k and v do not share); plus lora_A's output, r x 4 B (saved by
+   lora_B). The frozen norms save only their fp32 input and rsqrt, the frozen down_proj no
+   product, and the first layer's input norm nothing. 7B QLoRA, 1 x 2048, no checkpointing,
+   dropout 0: ledger 12.32 GiB of activations (old formula) -> 18.04, trace 18.04 (+0.0%);
+   LoRA on a bf16 base the same. Without checkpointing LoRA now uses the backward's moments
+   (0.0% to +0.1%).
+
 Left as they are, with the reason:
 
-- Backward of a full fine-tune without gradient accumulation (-10.8%): the ledger adds the
-  gradients, all saved activations and the logits, which never coexist in full (the trace's
-  peak is at the start of backward, before any gradient exists; gradients grow as the
-  activations are freed). The sum is a bound by design of an additive ledger. With gradient
-  accumulation (the samples) the gradients do exist from the start and the two agree.
-- QLoRA validation (-11.4%): the same additive bound - the ledger adds the no-grad working
-  set of a layer and the logits/loss buffers, which are live at different moments.
+- LoRA dropout in the trace (7B QLoRA, no checkpointing, dropout 0.05: +28%): on the meta
+  device (and the CPU) torch's dropout is `x * noise` and saves the noise in the input's dtype,
+  fp32 here, 4 B per value; on CUDA it is the fused native_dropout with a 1 B bool mask, which
+  the ledger counts. The gap is exactly 3 B x 38,912 adapter inputs x 2,048 tokens x 32 layers
+  = 7.13 GiB. The dry run (build.py/stages.py, not the ledger) would need to route dropout to
+  torch.native_dropout to model CUDA; it then still matches a CPU run of the same code.
+- LoRA with full checkpointing keeps the additive backward (QLoRA sample: the sum, ledger
+  over the trace). The trace's peak is inside the recomputed layer's backward: the adapters'
+  fp32 input gradients and the layer's other backward temporaries (not itemised) stand on the
+  recomputed saved set. The largest moment (the loss backward) came to 9.29 GiB against the
+  trace's 10.77 (-16%; about -6% once the CPU dropout's 0.89 GiB is taken out); the sum,
+  11.84 GiB, bounds it from above (stage difference -9.0%).
+- Backward, logits vs temporaries: the dry run's stages.py files the loss backward's fp32
+  gradients (the logits' gradient and nll_loss's) as temporaries, the ledger counts them under
+  logits (12 B per logit); the two categories differ, their sum agrees.
 - vLLM specs, activations category (+14% to +26%): the trace runs transformers' modelling code
   for every engine; vLLM keeps two hidden-state copies and fuses SiLU-and-mul in its MoE
   kernels, which the ledger models. The stage totals agree within 1%.

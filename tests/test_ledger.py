@@ -904,14 +904,23 @@ def test_validation_peak_is_the_layer_or_the_loss_never_both():
     # logits at its validation peak, nll_loss_forward)
     # The forward, full checkpointing: inside the last layer 32 x 8,192 x 4096 x 2 B
     # (2,147,483,648) + 973,078,528 = 3,120,562,176 B; at the loss 2,147,483,648 + the final
-    # norm 8,192 x 32,772 (268,468,224) + the logits 2,621,440,000 = 5,037,391,872 B: the loss.
+    # norm + the logits 2,621,440,000: the loss. The final norm's weight is frozen and the LM
+    # head too, so it saves its fp32 input and rsqrt only: 8,192 x (4 x 4096 + 4) = 134,250,496
+    # B (a full fine-tune's 4h + 4 + 2h + 2h was 268,468,224; the trace's forward activations
+    # went from -5.5% to +0.1% of the ledger's).
     act = item(est, "activations.training")
-    assert act.bytes_at("forward") == 2_147_483_648 + 268_468_224
+    assert act.bytes_at("forward") == 2_147_483_648 + 134_250_496
     assert item(est, "logits.training").bytes_at("forward") == 2_621_440_000
-    # LoRA keeps the additive backward: layer inputs + the recomputed layer (8,192 x 200,840 =
-    # 1,645,281,280 B; Mistral-7B has Llama-3-8B's layer shapes) + the final norm, beside the
-    # loss backward's 12 B per logit
-    assert act.bytes_at("backward") == 2_147_483_648 + 1_645_281_280 + 268_468_224
+    # LoRA with full checkpointing keeps the additive backward: layer inputs + the recomputed
+    # layer + the final norm, beside the loss backward's 12 B per logit. The recomputed layer,
+    # per token (Mistral-7B has Llama-3-8B's layer shapes; frozen base, dropout 0, fp32
+    # adapters): norms 2 x (4 x 4096 + 4) = 32,776; rotated q, k and v 2 x (4096 + 2 x 1024) =
+    # 12,288; attention output 8,192; log-sum-exp 32 x 4 = 128; MLP gate, up, act (the product
+    # is not saved: down_proj is frozen) 3 x 14,336 x 2 = 86,016; adapters: each module's
+    # input cast to fp32, 4 B x (4 x 4096 + 2 x 4096 + 14,336 = 38,912) = 155,648, and 7
+    # lora_A outputs 7 x 16 x 4 B = 448: 295,496 B per token, x 8,192 = 2,420,703,232 B (the
+    # full fine-tune's formula gave 200,840 per token).
+    assert act.bytes_at("backward") == 2_147_483_648 + 2_420_703_232 + 134_250_496
     assert item(est, "logits.training").bytes_at("backward") == t * v * 12
     assert "LoRA" in act.basis
 
@@ -1006,3 +1015,91 @@ def test_load_transient():
     tl = item(est, "transient.load")
     assert tl.stages == ("load",)
     assert tl.max_bytes == 4096 * 14336 * 2
+
+
+# A tiny Llama for LoRA's saved set by hand (the dry run's tests trace the same config): hidden
+# 64, intermediate 128, 2 layers, 4 heads of 16, 2 KV heads, vocabulary 128, untied, bf16.
+TINY_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 128,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "hidden_act": "silu",
+}
+
+
+def _tiny_lora(targets: str, dropout: float, checkpointing: str = "none"):
+    from vramtui.models.hf_config import architecture_from_hf_config
+
+    arch = architecture_from_hf_config(dict(TINY_LLAMA), model_id="tiny", source="test config")
+    text = _toml(
+        'id = "tiny"',
+        task="lora",
+        lora=f"rank = 4\ntargets = {targets}\ndropout = {dropout}",
+        weights='format = "bf16"',
+        lengths="seq_len = 32",
+        batch="micro_batch = 2\ngrad_accum = 1",
+        training=(
+            'optimizer = "adamw"\nmaster_weights_fp32 = false\ngrad_dtype = "bf16"\n'
+            f'grad_checkpointing = "{checkpointing}"'
+        ),
+        runtime='attention = "sdpa"',
+        placement="gpus = 1",
+    )
+    return estimate(loads_spec(text), arch)
+
+
+@pytest.mark.parametrize(
+    ("targets", "dropout", "expected"),
+    [
+        ('["q_proj", "k_proj", "v_proj", "o_proj"]', 0.0, 355_328),
+        ('["q_proj", "k_proj", "v_proj", "o_proj"]', 0.05, 388_096),
+        ('["all-linear"]', 0.0, 492_544),
+        ('["all-linear"]', 0.05, 558_080),
+    ],
+)
+def test_lora_saved_set_by_hand(targets, dropout, expected):
+    # 2 x 32 = 64 tokens, no checkpointing, fp32 adapters on a bf16 base, r = 4. Per layer:
+    #   norms (frozen weights, frozen linears after them: fp32 input + rsqrt only)
+    #     2 x 64 x (4 x 64 + 4) = 33,280
+    #   rotated q, k and v: 64 x 2 x (64 + 2 x 32) = 16,384; attention output 64 x 2 x 64 = 8,192
+    #   log-sum-exp 2 x 4 heads x 32 x 4 B = 1,024
+    #   MLP gate, act(gate), up (down is frozen: their product is not saved) 3 x 64 x 128 x 2
+    #     = 49,152                                                  -> 108,032 without adapters
+    #   adapters, per module: the input cast to fp32, 4 B x in_features, saved by lora_A
+    #     (dropout 0), or a bool mask 1 B + the dropout output 4 B (dropout > 0, CUDA's fused
+    #     dropout); lora_A's output 4 x 4 B, saved by lora_B
+    #     q, k, v, o: in 64 each -> 64 x 4 x 64 x 4 = 65,536 (+ masks 16,384); 4 x 64 x 16 = 4,096
+    #       -> 177,664 per layer (194,048 with dropout)
+    #     all linears add gate, up (in 64) and down (in 128): inputs 64 x 512 x 4 = 131,072
+    #       (+ masks 32,768), lora_A 7 x 64 x 16 = 7,168 -> 246,272 (279,040 with dropout)
+    # Model: 2 layers - the first layer's input norm (the frozen embedding's output needs no
+    # gradient: 16,640) + the final norm (fp32 input + rsqrt: 16,640) = 2 x per layer.
+    # The dry run traces 2,048 B more (cos and sin, 2 x 1 x 32 x 16 x 2 B) with dropout 0; with
+    # dropout it runs PyTorch's CPU dropout, which saves an fp32 noise tensor (4 B, not 1 B).
+    est = _tiny_lora(targets, dropout)
+    act = item(est, "activations.training")
+    assert act.bytes_at("forward") == expected
+    # the backward is the largest of its moments (no checkpointing): the loss backward, every
+    # saved activation + 12 B per logit (64 x 128 x 12 = 98,304), no adapter gradient yet
+    assert act.bytes_at("backward") == expected
+    assert item(est, "logits.training").bytes_at("backward") == 64 * 128 * 12
+    assert item(est, "gradients").bytes_at("backward") == 0
+    assert "fp32" in act.basis and "autocast" in act.basis
+
+
+def test_lora_full_checkpointing_keeps_the_additive_backward():
+    # layer inputs 2 x 64 x 64 x 2 B = 16,384, the recomputed layer 177,664 (q, k, v, o,
+    # dropout 0, worked above), the final norm 16,640
+    est = _tiny_lora('["q_proj", "k_proj", "v_proj", "o_proj"]', 0.0, "full")
+    act = item(est, "activations.training")
+    assert act.bytes_at("backward") == 16_384 + 177_664 + 16_640
+    assert item(est, "logits.training").bytes_at("backward") == 64 * 128 * 12
+    assert "recomputed layer's backward" in act.basis

@@ -208,6 +208,107 @@ def inference_items(ctx: LedgerContext) -> list[LedgerItem]:
 # --------------------------------------------------------------------------- training
 
 
+# PEFT keeps LoRA adapters in fp32 (get_peft_model's autocast_adapter_dtype=True) on a 16-bit
+# base, and casts each adapted layer's input to the adapter dtype.
+ADAPTER_BYTES = 4
+
+# Which tensor an adapted module reads: modules reading the same tensor could share a saved
+# input (only when PEFT neither casts nor drops out - then lora_A saves the input itself).
+_LORA_INPUTS = {
+    "q_proj": "attention input",
+    "k_proj": "attention input",
+    "v_proj": "attention input",
+    "qkv_proj": "attention input",
+    "query_key_value": "attention input",
+    "Wqkv": "attention input",
+    "c_attn": "attention input",
+    "gate_proj": "MLP input",
+    "up_proj": "MLP input",
+    "gate_up_proj": "MLP input",
+    "w1": "MLP input",
+    "w3": "MLP input",
+    "fc1": "MLP input",
+    "c_fc": "MLP input",
+}
+
+
+def is_lora(ctx: LedgerContext) -> bool:
+    return ctx.spec.task.kind in ("lora", "qlora")
+
+
+def lora_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
+    """What PEFT's LoRA forward saves for backward in one decoder layer, over `tokens` tokens.
+
+    PEFT's lora.Linear.forward computes `result = base(x)`, casts x to the adapter dtype
+    (`_cast_input_dtype`), then `result + lora_B(lora_A(dropout(x))) * scaling`. The frozen
+    base layer saves nothing for its input (its weight needs no gradient; bitsandbytes'
+    MatMul4Bit saves none either). Per adapted module, per input element (in_features):
+    dropout > 0 on CUDA (the fused native_dropout): a bool mask, 1 B, and the dropout output
+    in the adapter dtype, saved by lora_A (the cast copy is freed once dropout has run);
+    dropout 0 (nn.Identity): the input cast to the adapter dtype, saved by lora_A. Each
+    adapted module casts and drops out its own copy, so q, k and v reading the same input
+    save three. Then lora_A's output, rank values in the adapter dtype, saved by lora_B; the
+    scaling multiply (by a Python float) and the add save nothing. Without autocast: under
+    torch.autocast the adapter matmuls run in the compute dtype and save 16-bit copies.
+    """
+    from vramtui.ledger.training import lora_modules
+
+    arch = ctx.arch
+    lora = ctx.spec.task.lora
+    b = ctx.act_bytes
+    a = ADAPTER_BYTES
+    layers = max(arch.num_layers, 1)
+    cast = a != b
+    dropout = lora.dropout > 0
+    total = 0
+    shared: set[str] = set()
+    names = []
+    for m in lora_modules(ctx):
+        per_layer = Fraction(m.count, layers)
+        mod_tokens = Fraction(tokens)
+        if m.group == "experts" and arch.num_experts:
+            mod_tokens *= Fraction(arch.num_experts_per_tok, arch.num_experts)
+        if dropout:
+            per_in = a + 1
+        elif cast:
+            per_in = a
+        else:  # lora_A saves the input itself, one tensor for every module that reads it
+            group = _LORA_INPUTS.get(m.name, m.name)
+            per_in = 0 if group in shared else b
+            shared.add(group)
+        total += per_layer * mod_tokens * (per_in * m.in_features + a * lora.rank)
+        names.append(m.name)
+    if dropout:
+        inp = (
+            f"dropout {lora.dropout:g}: bool mask 1 B + dropout output {a} B (fp32 adapter "
+            "dtype; CUDA's fused dropout) per input value, each module its own"
+        )
+    elif cast:
+        inp = (
+            f"the input cast to the adapters' fp32, {a} B per input value, each module its own "
+            "(no dropout)"
+        )
+    else:
+        inp = f"the input itself, {b} B per value, once per distinct input (no cast, no dropout)"
+    why = (
+        f"LoRA r={lora.rank} on {', '.join(sorted(set(names)))} (frozen base saves no input): "
+        f"{inp} x in_features + lora_A's output r x {a} B; assumes no torch.autocast (PEFT "
+        "casts inputs to the fp32 adapters; under autocast the adapters save 16-bit copies)"
+    )
+    return int(total), why
+
+
+def norm_saved_per_token(ctx: LedgerContext) -> int:
+    """Bytes one RMSNorm saves per token: the fp32 input and the rsqrt; with a trainable weight
+    and a trainable consumer (a full fine-tune) also the normalised and the scaled output."""
+    b = ctx.act_bytes
+    h = ctx.arch.hidden_size
+    if is_lora(ctx):
+        # frozen weight: `weight * x` saves no x; the frozen linears after it save no input
+        return 4 * h + 4
+    return 4 * h + 4 + b * h + b * h
+
+
 def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, str]:
     """Bytes one layer saves for backward over `seqs` sequences of `s` tokens (no checkpointing)."""
     arch = ctx.arch
@@ -217,21 +318,32 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     q = arch.num_attention_heads * arch.head_dim
     kvd = arch.num_kv_heads * arch.head_dim
     width, width_why = _mlp_width(arch)
-    norms = 2 * tokens * (4 * h + 4 + b * h + b * h)  # fp32 input, rsqrt, normalised, scaled
+    lora = is_lora(ctx)
+    norms = 2 * tokens * norm_saved_per_token(ctx)
     # rotated q and k, and v: q * cos and rotate_half(q) * sin save only cos and sin (no grad).
     # Eager attention's matmuls save K and V repeated to every query head (repeat_kv copies)
     # instead of the grouped ones.
     kv_saved = q if ctx.spec.runtime.attention == "eager" else kvd
     qkv = tokens * b * (q + 2 * kv_saved)
     attn_out = tokens * b * q
-    mlp = tokens * b * width * (4 if arch.gated_mlp else 2)
+    if lora:
+        # frozen down projection: the activation's product with up is not saved
+        mlp_saved, mlp_say = (3, "gate, up, act") if arch.gated_mlp else (1, "up")
+    else:
+        mlp_saved = 4 if arch.gated_mlp else 2
+        mlp_say = "gate, up, act, product" if arch.gated_mlp else "up, act"
+    mlp = tokens * b * width * mlp_saved
     total = norms + qkv + attn_out + mlp
     parts = [
-        f"norms 2 x (fp32 input 4 B + rsqrt + normalised {b} B + scaled {b} B) x hidden {h}",
+        (
+            f"norms 2 x (fp32 input 4 B + rsqrt) x hidden {h} (frozen norm weights)"
+            if lora
+            else f"norms 2 x (fp32 input 4 B + rsqrt + normalised {b} B + scaled {b} B) x hidden {h}"
+        ),
         f"rotated q and k, and v ({q + 2 * kv_saved} values/token"
         + (", K and V repeated to every head by eager's repeat_kv)" if kv_saved != kvd else ")"),
         f"attention output {q}",
-        f"MLP {'gate, up, act, product' if arch.gated_mlp else 'up, act'} over {width_why}",
+        f"MLP {mlp_say} over {width_why}",
     ]
     kernel = ctx.spec.runtime.attention
     if kernel == "eager":
@@ -252,6 +364,10 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
             f"router logits {arch.num_experts} x 4 B and top-{arch.num_experts_per_tok} token copies "
             "(perfectly balanced routing assumed)"
         )
+    if lora:
+        adapters, adapters_why = lora_layer_bytes(ctx, tokens)
+        total += adapters
+        parts.append(f"{adapters_why} = {adapters:,} B")
     return total, f"{tokens:,} tokens: " + "; ".join(parts)
 
 
@@ -267,6 +383,18 @@ def forward_logit_bytes(ctx: LedgerContext) -> tuple[int, str]:
     if b == 4:
         return 4 + 4, "4 B fp32 logits (the upcast is a no-op) + 4 B log-softmax"
     return b + 4 + 4, f"{b} B + 4 B fp32 upcast + 4 B log-softmax"
+
+
+# Why LoRA with full checkpointing keeps the additive backward: the dry run's peak is inside the
+# recomputed layer's backward, where the adapters' fp32 input gradients and the layer's other
+# backward temporaries (not itemised) stand on top of the recomputed saved set; the largest point
+# of the walk (the loss backward) understated the QLoRA sample's backward by about 6% beyond the
+# dry run's CPU dropout, the sum overstates it.
+LORA_CHECKPOINT_ADDITIVE = (
+    "LoRA with full checkpointing: the peak is inside the recomputed layer's backward, where "
+    "the adapters' fp32 input gradients and other backward temporaries (not itemised) add to "
+    "its saved set, so the largest point of the backward would understate it; the sum bounds it"
+)
 
 
 @dataclass(frozen=True)
@@ -335,7 +463,7 @@ def training_saved(ctx: LedgerContext) -> TrainingSaved:
     h = arch.hidden_size
     per_layer, per_layer_why = training_layer_bytes(ctx, mb, s)
     # The final norm before the LM head saves what a layer's norm does (outside checkpointing).
-    final_norm = mb * s * (4 * h + 4 + b * h + b * h)
+    final_norm = mb * s * norm_saved_per_token(ctx)
     working, working_why = layer_working_set_bytes(ctx, mb * s, mb, s)
     ckpt = spec.training.grad_checkpointing
     if ckpt == "full":
@@ -359,6 +487,14 @@ def training_saved(ctx: LedgerContext) -> TrainingSaved:
             f"{arch.num_layers} layers x {per_layer:,} B ({per_layer_why}) + final norm "
             f"{final_norm:,} B"
         )
+        if is_lora(ctx):
+            # The frozen embedding's output needs no gradient, so the first layer's input norm
+            # records nothing (autograd starts at the first adapter).
+            layers_saved -= final_norm
+            why += (
+                f"; less the first layer's input norm ({final_norm:,} B): the frozen "
+                "embedding's output needs no gradient"
+            )
     return TrainingSaved(
         tokens=mb * s,
         per_layer=per_layer,
@@ -375,8 +511,8 @@ def training_saved(ctx: LedgerContext) -> TrainingSaved:
 
 
 def backward_walk(ctx: LedgerContext) -> Walk | None:
-    """The points of a full fine-tune's backward, single pipeline stage; None where the ledger
-    keeps the additive sum (LoRA, pipeline parallelism, a bare parameter count).
+    """The points of a training backward, single pipeline stage; None where the ledger keeps the
+    additive sum (pipeline parallelism, LoRA with full checkpointing, a bare parameter count).
 
     The backward runs the loss, the LM head, the decoder layers from the last to the first,
     then the embedding. Each layer frees its saved tensors as its gradients appear, so between
@@ -386,6 +522,8 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
 
     if ctx.arch is None or ctx.pp > 1:
         return None
+    if is_lora(ctx) and ctx.spec.training.grad_checkpointing == "full":
+        return None  # additive: see LORA_CHECKPOINT_ADDITIVE
     g = gradient_parts(ctx)
     if g is None:
         return None
@@ -401,7 +539,21 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
         )
     else:
         top_say, first_say = "every layer's saved tensors", "its saved tensors"
-    if appear:
+    lora = is_lora(ctx)
+    if appear and lora:
+        grads_head = 0
+        grads_top = g.layer
+        grads_first = g.total
+        grads_end = g.total
+        gsay = (
+            "no gradient yet",
+            "no gradient yet (the LM head is frozen)",
+            f"that layer's adapter gradients ({g.layer:,} B, counted in full)",
+            "every adapter gradient, the layer's own counted in full",
+            "every adapter gradient",
+        )
+        grads0 = 0
+    elif appear:
         grads_head = g.head
         grads_top = g.head + g.layer
         # the first layer's own gradients counted in full: they appear as its saved tensors go
@@ -562,13 +714,7 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     else:
         act_bwd = int((sv.layers_saved + sv.recompute + sv.final_norm) * scale)
         logits_bwd = loss_logits
-        reason = (
-            "pipeline stages peak at different moments"
-            if pp > 1
-            else "LoRA: the per-layer saved set here is a full fine-tune's and does not count "
-            "PEFT's adapter inputs and dropout masks, which the dry run traces, so the largest "
-            "point of the backward would understate it"
-        )
+        reason = "pipeline stages peak at different moments" if pp > 1 else LORA_CHECKPOINT_ADDITIVE
         bwd_text = (
             f"; backward: {act_bwd:,} B, everything saved"
             + (" + the recomputed layer" if sv.recompute else "")

@@ -265,10 +265,26 @@ class GradientParts:
 
 
 def gradient_parts(ctx: LedgerContext) -> GradientParts | None:
-    """The gradient sizes the backward walk needs (full fine-tunes with an architecture)."""
+    """The gradient sizes the backward walk needs (a training task with an architecture).
+
+    LoRA/QLoRA: only the adapters have gradients (fp32, like the adapters), spread over the
+    decoder layers; the frozen LM head and embedding have none."""
     arch = ctx.arch
-    if arch is None or ctx.spec.task.kind != "full_finetune":
+    if arch is None or ctx.spec.task.kind == "inference":
         return None
+    if ctx.spec.task.kind in ("lora", "qlora"):
+        t = trainable(ctx)
+        if t is None:
+            return None
+        total = t.params * 4
+        return GradientParts(
+            grad_bytes=4,
+            total=total,
+            head=0,
+            embedding=0,
+            layer=total // max(arch.num_layers, 1),
+            tied=False,
+        )
     g = FLOAT_BYTES[ctx.spec.training.grad_dtype]
     groups = arch.params_by_group()
     vocab_hidden = arch.vocab_size * arch.hidden_size
