@@ -248,20 +248,21 @@ Fixed in the ledger (tui/vramtui/ledger/activations.py; tests/test_ledger.py wor
    LoRA on a bf16 base the same. Without checkpointing LoRA now uses the backward's moments
    (0.0% to +0.1%).
 
+9. Dropout in the trace (7B QLoRA, no checkpointing, dropout 0.05: +28% before): on the meta
+   device (and the CPU) torch's dropout is `x * noise` and keeps the noise in the input's
+   dtype, fp32 here, 4 B per value; on CUDA it is the fused native_dropout with a 1 B bool
+   mask. The trace now routes training dropout through torch.native_dropout (as CUDA runs
+   it), on meta and CPU alike, so the meta trace still equals a CPU run: -0.0%.
+10. LoRA with full checkpointing: the sum of every saved tensor, the logits and the
+   gradients overstated the QLoRA sample's backward by 20% once the trace's dropout was
+   fixed (ledger 11.84 GiB, trace 9.88). It now uses the backward's points too, with one
+   more term inside a layer's backward: the widest adapted module holds its input's
+   gradient twice before the sum (fp32 adapter path + bf16 frozen path, 8,192 x 14,336 x
+   6 B = 0.66 GiB for the sample): ledger 9.44 GiB, -4.5% of the trace; the rest of the
+   layer's backward temporaries are not itemised.
+
 Left as they are, with the reason:
 
-- LoRA dropout in the trace (7B QLoRA, no checkpointing, dropout 0.05: +28%): on the meta
-  device (and the CPU) torch's dropout is `x * noise` and saves the noise in the input's dtype,
-  fp32 here, 4 B per value; on CUDA it is the fused native_dropout with a 1 B bool mask, which
-  the ledger counts. The gap is exactly 3 B x 38,912 adapter inputs x 2,048 tokens x 32 layers
-  = 7.13 GiB. The dry run (build.py/stages.py, not the ledger) would need to route dropout to
-  torch.native_dropout to model CUDA; it then still matches a CPU run of the same code.
-- LoRA with full checkpointing keeps the additive backward (QLoRA sample: the sum, ledger
-  over the trace). The trace's peak is inside the recomputed layer's backward: the adapters'
-  fp32 input gradients and the layer's other backward temporaries (not itemised) stand on the
-  recomputed saved set. The largest moment (the loss backward) came to 9.29 GiB against the
-  trace's 10.77 (-16%; about -6% once the CPU dropout's 0.89 GiB is taken out); the sum,
-  11.84 GiB, bounds it from above (stage difference -9.0%).
 - Backward, logits vs temporaries: the dry run's stages.py files the loss backward's fp32
   gradients (the logits' gradient and nll_loss's) as temporaries, the ledger counts them under
   logits (12 B per logit); the two categories differ, their sum agrees.

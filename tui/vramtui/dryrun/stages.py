@@ -95,7 +95,7 @@ def run_stages(spec, built, *, device: str = "meta") -> TraceRun:
     attention.ACTIVE_TRACKER = tracker
     region = _LogitsRegion(built, tracker)
     try:
-        with warnings.catch_warnings(), _unpacked_sequences(), tracker:
+        with warnings.catch_warnings(), _unpacked_sequences(), _cuda_dropout(torch), tracker:
             # transformers 5 renames past_key_values -> cache; older releases know only the former
             warnings.simplefilter("ignore", FutureWarning)
             _register_baseline(built, tracker)
@@ -130,6 +130,26 @@ def _unpacked_sequences():
         yield
     finally:
         masking_utils.find_packed_sequence_indices = original
+
+
+@contextlib.contextmanager
+def _cuda_dropout(torch):
+    """Dropout as CUDA runs it. Off CUDA, ATen's dropout multiplies by a noise tensor of the
+    input's dtype (4 B per value for PEFT's fp32 adapter inputs) and autograd keeps it; on CUDA
+    it is the fused `native_dropout`, which keeps a 1 B bool mask. The trace models the GPU."""
+    functional = torch.nn.functional
+    original = functional.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if not training or p == 0 or inplace:
+            return original(input, p, training, inplace)
+        return torch.native_dropout(input, p, True)[0]
+
+    functional.dropout = dropout
+    try:
+        yield
+    finally:
+        functional.dropout = original
 
 
 # ------------------------------------------------------------------------------ inference

@@ -385,18 +385,6 @@ def forward_logit_bytes(ctx: LedgerContext) -> tuple[int, str]:
     return b + 4 + 4, f"{b} B + 4 B fp32 upcast + 4 B log-softmax"
 
 
-# Why LoRA with full checkpointing keeps the additive backward: the dry run's peak is inside the
-# recomputed layer's backward, where the adapters' fp32 input gradients and the layer's other
-# backward temporaries (not itemised) stand on top of the recomputed saved set; the largest point
-# of the walk (the loss backward) understated the QLoRA sample's backward by about 6% beyond the
-# dry run's CPU dropout, the sum overstates it.
-LORA_CHECKPOINT_ADDITIVE = (
-    "LoRA with full checkpointing: the peak is inside the recomputed layer's backward, where "
-    "the adapters' fp32 input gradients and other backward temporaries (not itemised) add to "
-    "its saved set, so the largest point of the backward would understate it; the sum bounds it"
-)
-
-
 @dataclass(frozen=True)
 class Point:
     """One moment of a stage: what the activations, logits and gradients items hold then."""
@@ -512,7 +500,7 @@ def training_saved(ctx: LedgerContext) -> TrainingSaved:
 
 def backward_walk(ctx: LedgerContext) -> Walk | None:
     """The points of a training backward, single pipeline stage; None where the ledger keeps the
-    additive sum (pipeline parallelism, LoRA with full checkpointing, a bare parameter count).
+    additive sum (pipeline parallelism, a bare parameter count).
 
     The backward runs the loss, the LM head, the decoder layers from the last to the first,
     then the embedding. Each layer frees its saved tensors as its gradients appear, so between
@@ -522,8 +510,6 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
 
     if ctx.arch is None or ctx.pp > 1:
         return None
-    if is_lora(ctx) and ctx.spec.training.grad_checkpointing == "full":
-        return None  # additive: see LORA_CHECKPOINT_ADDITIVE
     g = gradient_parts(ctx)
     if g is None:
         return None
@@ -577,16 +563,17 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
         grads0 = grads_head = grads_top = grads_first = grads_end = g.total
         gsay = ("every gradient",) * 5
     lb = sv.logits * b
+    in_layer, in_layer_say = lora_layer_backward_temporary(ctx, sv.tokens) if lora else (0, "")
     points = (
         Point("the loss backward", start, sv.logits * LOSS_BACKWARD_BYTES_PER_LOGIT, grads0),
         Point("the LM head's backward", start, lb, grads_head),
         Point(
             "the last decoder layer (first in backward)",
-            sv.layers_saved + sv.recompute,
+            sv.layers_saved + sv.recompute + in_layer,
             0,
             grads_top,
         ),
-        Point("the first decoder layer (last in backward)", first_layer, 0, grads_first),
+        Point("the first decoder layer (last in backward)", first_layer + in_layer, 0, grads_first),
         Point("the embedding's backward (the end)", 0, 0, grads_end),
     )
     rule = (
@@ -598,9 +585,32 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
         f"layer, last in backward ({first_say}; {gsay[3]}); the embedding's backward ({gsay[4]}, "
         "every activation freed). Between layers the total moves linearly (each layer frees "
         "its saved tensors as its gradients appear), so it is largest at one of these; "
-        "backward temporaries inside a layer are not itemised"
+        + (
+            f"inside a layer's backward, {in_layer_say}"
+            if in_layer
+            else "backward temporaries inside a layer are not itemised"
+        )
     )
     return Walk(rule=rule, points=points)
+
+
+def lora_layer_backward_temporary(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
+    """Inside an adapted module's backward the gradient of its input exists twice at once: the
+    adapter path's, in the adapter dtype (fp32: PEFT cast the input up), and the frozen base's,
+    in the compute dtype, before they are summed. The widest adapted input sets the moment."""
+    from vramtui.ledger.training import lora_modules
+
+    mods = lora_modules(ctx)
+    if not mods:
+        return 0, ""
+    widest = max(mods, key=lambda m: m.in_features)
+    a = 4  # PEFT keeps the adapters (and so the adapter path's input gradient) in fp32
+    n = tokens * widest.in_features * (a + ctx.act_bytes)
+    return n, (
+        f"the widest adapted module ({widest.name}, {widest.in_features:,} inputs) holds its "
+        f"input's gradient twice before the sum: {tokens:,} tokens x {widest.in_features:,} x "
+        f"({a} B adapter path + {ctx.act_bytes} B frozen path) = {n:,} B"
+    )
 
 
 def forward_walk(ctx: LedgerContext, sv: TrainingSaved) -> Walk | None:
@@ -714,7 +724,7 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     else:
         act_bwd = int((sv.layers_saved + sv.recompute + sv.final_norm) * scale)
         logits_bwd = loss_logits
-        reason = "pipeline stages peak at different moments" if pp > 1 else LORA_CHECKPOINT_ADDITIVE
+        reason = "pipeline stages peak at different moments"
         bwd_text = (
             f"; backward: {act_bwd:,} B, everything saved"
             + (" + the recomputed layer" if sv.recompute else "")
