@@ -23,12 +23,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tui"))
 
-from vramtui.ledger import estimate  # noqa: E402
-from vramtui.measure.compare import compare  # noqa: E402
-from vramtui.measure.importer import read_measurements_text  # noqa: E402
-from vramtui.measure.plan import staged_plan  # noqa: E402
-from vramtui.models.registry import find_model  # noqa: E402
-from vramtui.spec import load_spec  # noqa: E402
+from vramtui.ledger import estimate
+from vramtui.measure.compare import compare
+from vramtui.measure.importer import read_measurements_text
+from vramtui.measure.plan import staged_plan
+from vramtui.models.registry import find_model
+from vramtui.spec import load_spec
 
 CHAT = REPO / "sample_specs" / "llama-3.1-8b-chat-8k-x16.toml"
 VLLM = REPO / "tests" / "vllm_logs" / "v1_0.10.1_api_server.log"
@@ -103,8 +103,10 @@ def main() -> None:
     for k in range(10):
         many += [replace(m, run=f"run{k}") for m in once]
     lines = [
-        f"bench_measure {dt.date.today()} · python {platform.python_version()} · "
-        f"{platform.machine()} · {args.iterations} iterations",
+        (
+            f"bench_measure {dt.date.today()} · python {platform.python_version()} · "
+            f"{platform.machine()} · {args.iterations} iterations"
+        ),
         "",
         "per keystroke (estimate, then estimate + compare + staged plan), microseconds per call:",
         "| stored measurements | estimate | + compare + plan | ratio |",

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from textual.widgets import Static
+
 from vramtui.app.app import VramtuiApp
 from vramtui.app.screens.dialogs import PathPrompt
 from vramtui.catalog import load_catalog
@@ -78,7 +79,7 @@ async def test_f9_imports_a_vllm_log_beside_the_estimates(tmp_path, monkeypatch)
 async def test_f9_with_a_file_that_is_not_a_log_says_so(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "n.txt").write_text("hello\n")
-    app, spec_file = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=(140, 50)) as pilot:
         await pilot.press("f9")
         await pilot.pause()

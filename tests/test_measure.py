@@ -58,7 +58,11 @@ CTX = 536_870_912
 
 
 def _m(**kw) -> Measurement:
-    base = dict(stage="optimizer_step", quantity="max_memory_allocated", counter="test counter")
+    base = {
+        "stage": "optimizer_step",
+        "quantity": "max_memory_allocated",
+        "counter": "test counter",
+    }
     base.update(kw)
     return Measurement(**base)
 

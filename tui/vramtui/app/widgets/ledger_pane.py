@@ -4,9 +4,9 @@ and the worst stage drawn against a card's usable memory."""
 from __future__ import annotations
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual import work
 from textual.widgets import Button, DataTable, Label, Select, Static
 
 from vramtui.ledger.items import STAGE_LABELS
@@ -168,7 +168,7 @@ class LedgerPane(Vertical):
             outcome = run_dry_run(results.spec, results.arch)
         except VramtuiError as exc:
             outcome = str(exc)
-        except Exception as exc:  # a model the trace cannot run: say so, keep the app
+        except Exception as exc:  # noqa: BLE001 - a model the trace cannot run: say so, keep the app
             outcome = f"the dry run failed ({type(exc).__name__}: {exc}); the ledger stands"
         self.app.call_from_thread(self._traced, results.spec, outcome)
 
