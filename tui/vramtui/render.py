@@ -25,8 +25,8 @@ def replaced_estimate_text(item, layout, unit: str) -> Text:
         return Text("")
     if old.is_unknown:
         return Text("was unknown", style="dim")
-    old_b = max(max(old.gpu_bytes_at(s, layout)) for s in old.stages)
-    new_b = max(max(item.gpu_bytes_at(s, layout)) for s in item.stages)
+    old_b = old.largest_gpu_bytes(layout)
+    new_b = item.largest_gpu_bytes(layout)
     diff = new_b - old_b
     text = f"~{_fmt(old_b, unit)} "
     text += f"({'+' if diff >= 0 else '-'}{_fmt(abs(diff), unit)}"
@@ -62,7 +62,7 @@ def estimate_renderable(
         if item.is_unknown:
             size = Text("unknown", style=STATUS_STYLE["unknown"])
         else:
-            per_gpu = max(max(item.gpu_bytes_at(s, layout)) for s in item.stages)
+            per_gpu = item.largest_gpu_bytes(layout)
             size = _fmt(per_gpu, unit)
         row = [
             item.name,

@@ -91,6 +91,10 @@ class LedgerItem:
         """Bytes this item holds on each GPU at `stage` (rounded up to whole bytes)."""
         return self.distribution_bytes(self.stage_bytes.get(stage, 0), layout)
 
+    def largest_gpu_bytes(self, layout: GpuLayout) -> int:
+        """The most any one GPU holds of this item, over its stages."""
+        return max(max(self.gpu_bytes_at(s, layout)) for s in self.stages)
+
     def distribution_bytes(self, total: int, layout: GpuLayout) -> tuple[int, ...]:
         """`total` logical bytes spread over the GPUs as this item is placed."""
         if not total:

@@ -70,8 +70,8 @@ def _replaced(item, layout) -> dict:
         return {}
     if old.is_unknown:
         return {"replaced_estimate_bytes": None, "difference_bytes": None}
-    old_b = max(max(old.gpu_bytes_at(s, layout)) for s in old.stages)
-    new_b = max(max(item.gpu_bytes_at(s, layout)) for s in item.stages)
+    old_b = old.largest_gpu_bytes(layout)
+    new_b = item.largest_gpu_bytes(layout)
     return {
         "replaced_estimate_bytes": old_b,
         "difference_bytes": new_b - old_b,

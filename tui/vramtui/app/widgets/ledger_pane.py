@@ -93,7 +93,7 @@ class LedgerPane(Vertical):
             if item.is_unknown:
                 size = Text("? unknown", style=STATUS_STYLE["unknown"], justify="right")
             else:
-                per_gpu = max(max(item.gpu_bytes_at(s, layout)) for s in item.stages)
+                per_gpu = item.largest_gpu_bytes(layout)
                 # The status mark rides with the figure, so it shows even when a narrow
                 # terminal scrolls the status column out of view.
                 size = Text(f"{STATUS_MARK[item.status][0]} ", style=STATUS_STYLE[item.status])
