@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -255,14 +254,22 @@ class _Reader:
         return out
 
 
+MAX_CATALOG_FILE_BYTES = 1 * 2**20  # one GPU or offer: a few hundred bytes of TOML
+
+
 def _read_toml(path: Path) -> dict:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{path.name}: malformed TOML ({exc}); fix the syntax there") from None
-    except OSError as exc:
-        raise CatalogError(f"{path.name}: cannot be read ({exc.strerror})") from None
+    """One catalogue file; any problem (unreadable, not UTF-8, malformed, too large or deeply
+    nested) is a CatalogError starting with the file's name."""
+    from vramtui.guarded_read import read_toml
+
+    return read_toml(
+        path,
+        error=CatalogError,
+        what="catalogue file",
+        source=path.name,
+        cap=MAX_CATALOG_FILE_BYTES,
+        fix="fix or remove that file",
+    )
 
 
 def _figure(r: _Reader, quantity: str, required: bool) -> CapacityFigure | None:
@@ -464,19 +471,27 @@ def load_catalog(user_dir: Path | str | None = None, use_user_config: bool = Tru
                 g = parse_gpu(_read_toml(path), path)
                 gpus[g.id] = g
             except CatalogError as exc:
-                problems.append(f"{directory / 'gpus'}/{exc}")
+                problems.append(_problem_line(path, exc))
         for path in sorted((directory / "offers").glob("*.toml")):
             try:
                 o = parse_offer(_read_toml(path), path, gpus)
                 offers[o.id] = o
             except CatalogError as exc:
-                problems.append(f"{directory / 'offers'}/{exc}")
+                problems.append(_problem_line(path, exc))
     return Catalog(
         gpus=gpus,
         offers=offers,
         problems=tuple(problems),
         user_dir=str(directory) if directory else None,
     )
+
+
+def _problem_line(path: Path, exc: CatalogError) -> str:
+    """The warning for a skipped user file: its full path, then the problem."""
+    text = str(exc)
+    if text.startswith(f"{path.name}:") or text.startswith(f"{path.name} "):
+        return f"{path.parent}/{text}"
+    return f"{path}: {text}"
 
 
 def find_gpu(catalog: Catalog, name: str) -> Gpu | None:

@@ -11,12 +11,19 @@ A broken file never stops the app: each problem becomes one warning line and the
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vramtui.errors import VramtuiError
+from vramtui.guarded_read import read_toml
+
 UNITS = ("gib", "gb", "mib", "bytes")
 KNOWN_KEYS = {"units", "catalog_dir", "keymap"}
+MAX_CONFIG_BYTES = 1 * 2**20  # a config is a few lines
+
+
+class _Unusable(VramtuiError):
+    """The config file cannot be read at all: one warning, and the defaults stand."""
 
 
 def config_dir() -> Path:
@@ -47,9 +54,16 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
         return Config(path=source)
     warnings: list[str] = []
     try:
-        data = tomllib.loads(source.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        return Config(warnings=(f"{source}: cannot be read ({exc}); using defaults",), path=source)
+        data = read_toml(
+            source,
+            error=_Unusable,
+            what="config file",
+            source=str(source),
+            cap=MAX_CONFIG_BYTES,
+            fix="fix it",
+        )
+    except _Unusable as exc:
+        return Config(warnings=(f"{exc}; using defaults",), path=source)
     for key in data:
         if key not in KNOWN_KEYS:
             warnings.append(

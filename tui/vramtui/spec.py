@@ -24,7 +24,6 @@ import difflib
 import math
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -1548,67 +1547,31 @@ def dumps_spec(spec: Spec, source: str = "<spec>") -> str:
 # Files
 # --------------------------------------------------------------------------------------------
 
-_TOML_POSITION = re.compile(r"^(?P<msg>.*) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
+MAX_SPEC_BYTES = 8 * 2**20  # a spec with thousands of [[measured]] items is under 1 MiB
 
 
 def loads_spec(text: str, source: str = "<string>") -> Spec:
     """Parse TOML text into a validated Spec."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise _toml_error(exc, source) from None
+    from vramtui.guarded_read import parse_toml
+
+    data = parse_toml(text, error=_fail, source=source, fix="fix the spec file")
     return spec_from_dict(data, source)
-
-
-def _toml_error(exc: tomllib.TOMLDecodeError, source: str) -> SpecError:
-    detail = _one_line(getattr(exc, "msg", None) or str(exc))
-    line, col = getattr(exc, "lineno", None), getattr(exc, "colno", None)
-    match = _TOML_POSITION.match(detail)
-    if match:
-        detail, line, col = match["msg"], int(match["line"]), int(match["col"])
-    if line is not None:
-        return _fail(
-            f"malformed TOML in {source} at line {line}, column {col}: {detail}; fix the TOML "
-            "syntax at that line"
-        )
-    detail = detail.removesuffix(" (at end of document)")
-    return _fail(
-        f"malformed TOML in {source} at the end of the document: {detail}; fix the TOML syntax at "
-        "the end of the file"
-    )
 
 
 def load_spec(path: str | os.PathLike[str]) -> Spec:
     """Read and validate a spec file."""
-    path = Path(path)
-    source = str(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise _fail(
-            f"spec file {source} not found; check the path, or start from "
-            "sample_specs/seed-7b-fp16-inference.toml"
-        ) from None
-    except IsADirectoryError:
-        raise _fail(
-            f"{source} is a directory, not a spec file; give the path of a .toml spec"
-        ) from None
-    except PermissionError:
-        raise _fail(
-            f"cannot read spec file {source}: permission denied; make it readable (chmod u+r) or "
-            "copy it"
-        ) from None
-    except OSError as exc:
-        raise _fail(
-            f"cannot read spec file {source}: {exc.strerror or exc}; check the path and the disk"
-        ) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _fail(
-            f"spec file {source} is not UTF-8 text (bad byte at offset {exc.start}); save it as "
-            "UTF-8"
-        ) from None
+    from vramtui.guarded_read import decode_utf8, read_bytes
+
+    source = os.fspath(path)
+    raw = read_bytes(
+        path,
+        error=_fail,
+        what="spec file",
+        cap=MAX_SPEC_BYTES,
+        too_big_fix="a spec is a few KiB of TOML; check it is the right file",
+        missing_fix="check the path, or start from sample_specs/seed-7b-fp16-inference.toml",
+    )
+    text = decode_utf8(raw, error=_fail, source=f"spec file {source}")
     return loads_spec(text, source)
 
 

@@ -8,7 +8,6 @@ implementation, quantised linears replaced by stand-ins of the format's packed s
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -51,11 +50,17 @@ def load_config(arch, local_config_dir: str | Path | None) -> dict:
         return dict(arch.config)
     from vramtui.models.hf_config import text_config_of
 
+    from vramtui.guarded_read import MAX_JSON_BYTES, read_json
+
     path = Path(local_config_dir) / "config.json"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DryRunError(f"cannot read {path} for the dry run: {exc}") from None
+    raw = read_json(
+        path,
+        error=DryRunError,
+        what="config.json",
+        source=f"{path} (for the dry run)",
+        cap=MAX_JSON_BYTES,
+        fix="re-download it",
+    )
     return text_config_of(raw, str(path))
 
 

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Self
 
 from vramtui.feed.sample import FeedError, Snapshot, one_line, snapshot_from_json, snapshot_to_json
+from vramtui.guarded_read import Unreadable, decode_json
 
 FORMAT_VERSION = 1
+MAX_LINE_BYTES = 16 * 2**20  # one snapshot: a few KiB, even with hundreds of processes
 HEADER_KEY = "vramtui_feed"
 
 
@@ -77,15 +79,15 @@ class Recorder:
             return True
         try:
             with open(self.path, "rb+") as f:
-                first = f.readline()
+                first = f.readline(MAX_LINE_BYTES + 1)
                 if not first.endswith(b"\n"):  # a header cut short: nothing else recorded
                     if first.lstrip().startswith(b'{"' + HEADER_KEY.encode()):
                         f.truncate(0)
                         return True
                     raise FeedError(f"{self.path} is not a vramtui feed recording; name a new file")
                 try:
-                    header = json.loads(first)
-                except ValueError:
+                    header = decode_json(first)
+                except Unreadable:
                     header = None
                 _check_header(header, self.path)
                 # Cut a tail without a newline (the line a killed recorder was writing); the
@@ -149,7 +151,7 @@ def iter_recording(path) -> tuple[dict, Iterator[Snapshot]]:
     except OSError as exc:
         raise FeedError(f"cannot read recording {path}: {one_line(exc.strerror or exc)}") from None
     try:
-        first = f.readline()
+        first = f.readline(MAX_LINE_BYTES + 1)
     except OSError as exc:
         f.close()
         raise FeedError(f"cannot read recording {path}: {one_line(exc)}") from None
@@ -157,8 +159,8 @@ def iter_recording(path) -> tuple[dict, Iterator[Snapshot]]:
         f.close()
         raise FeedError(f"{path} is empty: no feed was recorded in it")
     try:
-        header = json.loads(first)
-    except ValueError:
+        header = decode_json(first)
+    except Unreadable:
         header = None
     if not first.endswith(b"\n") and not isinstance(header, dict):
         f.close()
@@ -176,18 +178,32 @@ def _snapshots(f, path: Path) -> Iterator[Snapshot]:
         lineno = 1
         while True:
             try:
-                line = f.readline()
+                line = f.readline(MAX_LINE_BYTES + 1)
             except OSError as exc:
                 raise FeedError(f"{path}, line {lineno + 1}: {one_line(exc)}") from None
             if not line:
                 return
             lineno += 1
+            if len(line) > MAX_LINE_BYTES:
+                raise FeedError(
+                    f"{path}, line {lineno}: longer than {MAX_LINE_BYTES // 2**20} MiB (the "
+                    "limit for one snapshot): not a vramtui feed recording"
+                )
             if not line.strip():
                 continue
             complete = line.endswith(b"\n")
             try:
-                snap = snapshot_from_json(json.loads(line))
-            except (ValueError, FeedError) as exc:  # UnicodeDecodeError is a ValueError
+                data = decode_json(line)
+            except Unreadable as exc:
+                if not complete and exc.syntax:  # the line a killed recorder was writing
+                    return
+                raise FeedError(
+                    f"{path}, line {lineno}: the line {exc.problem}; delete that line, or "
+                    "record again"
+                ) from None
+            try:
+                snap = snapshot_from_json(data)
+            except (ValueError, TypeError, KeyError, OverflowError, FeedError) as exc:
                 if not complete:  # the line a killed recorder was writing: dropped
                     return
                 raise FeedError(f"{path}, line {lineno}: {one_line(exc)}") from None

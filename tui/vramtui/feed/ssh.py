@@ -35,6 +35,7 @@ from typing import Any
 from vramtui.agent import AGENT_PROTOCOL
 from vramtui.feed.poller import DEFAULT_PROCESS_INTERVAL, check_interval
 from vramtui.feed.sample import FeedError, Snapshot, snapshot_from_json, snapshot_to_json
+from vramtui.guarded_read import Unreadable, decode_json
 
 CONNECTING = "connecting"
 LIVE = "live"
@@ -581,8 +582,10 @@ class HostFeed:
     def _parse(self, raw: bytes, header: dict | None) -> tuple[dict | None, Snapshot | None]:
         shown = _one_line(raw.decode("utf-8", "replace"), 80)
         try:
-            data = json.loads(raw)
-        except ValueError:
+            data = decode_json(raw)
+        except Unreadable as exc:
+            if not exc.syntax:  # deep nesting, a huge integer: a hostile or broken agent
+                raise _Protocol(f"{self.host} sent a line that {exc.problem} ({shown!r})") from None
             raise _Protocol(
                 f"{self.host} sent a line that is not JSON ({shown!r}): check that the "
                 "remote shell's startup files print nothing"
@@ -608,7 +611,7 @@ class HostFeed:
             raise _Protocol(
                 f"{self.host} sent a snapshot this vramtui cannot read: {exc}"
             ) from None
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise _Protocol(
                 f"{self.host} sent a malformed snapshot ({type(exc).__name__}: {exc})"
             ) from None

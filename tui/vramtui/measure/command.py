@@ -60,7 +60,21 @@ def cmd_measure(args, catalog_dir=None) -> int:
 
     spec, base_dir = load_base_spec(args.spec)
     if args.file == "-":
-        result = read_measurements_text(sys.stdin.read(), spec, source="standard input")
+        from vramtui.guarded_read import read_log_text
+        from vramtui.measure.importer import (
+            MAX_MEASURE_FILE_BYTES,
+            TOO_BIG_FIX,
+            MeasureImportError,
+        )
+
+        text = read_log_text(
+            "-",
+            error=MeasureImportError,
+            what="input",
+            cap=MAX_MEASURE_FILE_BYTES,
+            too_big_fix=TOO_BIG_FIX,
+        )
+        result = read_measurements_text(text, spec, source="standard input")
     else:
         result = read_measurements(Path(args.file).expanduser(), spec)
     new_spec, added = merge_measurements(spec, result.measurements)

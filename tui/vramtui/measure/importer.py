@@ -9,11 +9,13 @@ its item only when it stands for the required workload (see `vramtui.measure.cov
 from __future__ import annotations
 
 import datetime
-import json
+import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from vramtui.errors import VramtuiError
+from vramtui.errors import SpecError, VramtuiError
+from vramtui.guarded_read import Unreadable, decode_json
 from vramtui.spec import Measurement, Spec
 
 # Probe stage names (free text in the user's script) -> spec stages.
@@ -69,6 +71,12 @@ class MeasureImportError(VramtuiError):
     """A file that cannot be imported as measurements (one line: the problem and the fix)."""
 
 
+MAX_MEASURE_FILE_BYTES = 256 * 2**20  # a probe file or a vLLM start-up log; more is not one
+TOO_BIG_FIX = (
+    "pass the vLLM server's start-up lines (head -c 50M FILE), or split the probe file by run"
+)
+
+
 @dataclass
 class ImportResult:
     kind: str  # "probe" | "vllm"
@@ -84,21 +92,16 @@ class ImportResult:
 
 def read_measurements(path: Path, spec: Spec) -> ImportResult:
     """Read a probe JSON-lines file or a vLLM log into measurements for `spec`."""
+    from vramtui.guarded_read import read_log_text
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise MeasureImportError(
-            f"{path}: no such file; pass a probe file (JSON lines) or a vLLM start-up log"
-        ) from None
-    except IsADirectoryError:
-        raise MeasureImportError(
-            f"{path} is a directory; pass a probe file (JSON lines) or a vLLM start-up log"
-        ) from None
-    except OSError as exc:
-        raise MeasureImportError(
-            f"{path} cannot be read ({exc.strerror}); check the path"
-        ) from None
+    text = read_log_text(
+        path,
+        error=MeasureImportError,
+        what="measurement file",
+        cap=MAX_MEASURE_FILE_BYTES,
+        too_big_fix=TOO_BIG_FIX,
+    )
     return read_measurements_text(text, spec, source=path.name, path=path)
 
 
@@ -129,10 +132,20 @@ def _looks_like_probe(text: str) -> bool:
         if not line.startswith("{"):
             return False
         try:
-            return "vramtui_probe" in json.loads(line)
-        except ValueError:
+            return "vramtui_probe" in decode_json(line)
+        except (Unreadable, TypeError):
             return '"vramtui_probe"' in line
     return False
+
+
+def _is_dimension(value) -> bool:
+    """A number >= 0 a spec can keep as a dimension (finite; an int compared exactly, so a
+    huge one is refused without a float overflow)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return 0 <= value <= 2**63
+    return isinstance(value, float) and math.isfinite(value) and value >= 0
 
 
 def _spec_stages(spec: Spec) -> tuple[str, ...]:
@@ -158,6 +171,7 @@ def _from_probe(text: str, spec: Spec, source: str, path: Path | None) -> Import
     except ProbeFileError as exc:
         raise MeasureImportError(str(exc)) from None
     result = ImportResult(kind="probe", source=source)
+    lines: list[str] = []  # where each measurement was read, for messages
     stages = _spec_stages(spec)
     for run in runs:
         result.warnings.extend(run.warnings)
@@ -180,11 +194,7 @@ def _from_probe(text: str, spec: Spec, source: str, path: Path | None) -> Import
             if not st.measured:
                 result.skipped.append(f"{where}: nothing measured ({st.reason or 'no CUDA'})")
                 continue
-            dims = {
-                k: v
-                for k, v in st.dims.items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-            }
+            dims = {k: v for k, v in st.dims.items() if _is_dimension(v)}
             dropped = sorted(set(st.dims) - set(dims))
             if dropped:
                 result.warnings.append(
@@ -211,12 +221,35 @@ def _from_probe(text: str, spec: Spec, source: str, path: Path | None) -> Import
                             versions=versions,
                         )
                     )
+                    lines.append(f"{source}, line {st.line}")
     if not result.measurements and not result.skipped:
         raise MeasureImportError(
             f"{source}: the probe file holds no stage records; wrap your stages in "
             "`with probe.stage(...)` and run again"
         )
+    _check_storable(result, spec, lines)
     return result
+
+
+def _check_storable(result: ImportResult, spec: Spec, where: list[str]) -> None:
+    """Every figure read must be one a spec can store; else the error names the imported file
+    and its line (`where[i]` for measurement i), never the spec the figures were meant for."""
+    if not result.measurements:
+        return
+    from vramtui.spec import spec_from_dict, spec_to_dict
+
+    try:
+        spec_from_dict(
+            spec_to_dict(replace(spec, measured=tuple(result.measurements))), result.source
+        )
+    except SpecError as exc:
+        found = re.search(r"\bmeasured\[(\d+)\]", str(exc))
+        index = int(found.group(1)) if found else None
+        at = where[index] if index is not None and index < len(where) else result.source
+        raise MeasureImportError(
+            f"{at}: the record holds a figure no spec can store ({exc}); fix or delete that "
+            "record"
+        ) from None
 
 
 # vLLM figure -> (stage, quantity, item, counter)
@@ -264,6 +297,7 @@ VLLM_FIGURES = {
 
 def _from_vllm(startup, spec: Spec, source: str) -> ImportResult:
     result = ImportResult(kind="vllm", source=source)
+    lines: list[str] = []  # where each measurement was read, for messages
     if spec.is_training:
         raise MeasureImportError(
             f"{source} is a vLLM serving log but the spec is a {spec.task.kind} spec; import it "
@@ -308,6 +342,7 @@ def _from_vllm(startup, spec: Spec, source: str) -> ImportResult:
         if (count and fig.value is None) or (not count and fig.bytes is None):
             result.skipped.append(f"line {fig.line}: {fig.name} has no figure")
             continue
+        lines.append(f"{source}, line {fig.line}")
         result.measurements.append(
             Measurement(
                 stage=stage,
@@ -323,6 +358,7 @@ def _from_vllm(startup, spec: Spec, source: str) -> ImportResult:
                 dims=dims,
             )
         )
+    _check_storable(result, spec, lines)
     for fig in startup.figures:
         if fig.name == "total_gpu_memory" and fig.bytes:
             result.warnings.append(

@@ -11,10 +11,7 @@ special case.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from vramtui.models.architecture import GROUPS, Architecture
 
 # Largest header the reference implementation accepts (safetensors MAX_HEADER_SIZE).
 MAX_HEADER_BYTES = 100_000_000
+MAX_JSON_BYTES = 64 * 2**20  # config.json, a shard index (the largest are a few MiB)
 
 # Bits per element of every safetensors dtype (safetensors `Dtype::bitsize`). F4 is packed two
 # per byte; F6 four per three bytes. Torch's float4_e2m1fn_x2 is saved as F4 with the last
@@ -272,48 +270,13 @@ def read_safetensors_header_and_metadata(path: Path) -> tuple[dict[str, dict], d
     Reads only the 8-byte length and the JSON header, never the tensor data. Each entry is
     validated (dtype, shape, data_offsets present and consistent, data inside the file).
     """
+    from vramtui.guarded_read import read_safetensors_header as read_header
+
     path = Path(path)
     redownload = "re-download the file (an interrupted download leaves it truncated)"
-    try:
-        with open(path, "rb") as fh:
-            file_bytes = os.fstat(fh.fileno()).st_size
-            head = fh.read(8)
-            if len(head) < 8:
-                raise _bad(
-                    path,
-                    f"file is {len(head)} bytes, shorter than the 8-byte header length",
-                    redownload,
-                )
-            (header_bytes,) = struct.unpack("<Q", head)
-            if header_bytes > MAX_HEADER_BYTES:
-                raise _bad(
-                    path,
-                    f"header length {header_bytes} exceeds the 100 MB limit: not a safetensors file",
-                    "point --model at a Hugging Face safetensors checkpoint",
-                )
-            if 8 + header_bytes > file_bytes:
-                raise _bad(
-                    path,
-                    f"header length {header_bytes} exceeds the file size {file_bytes}",
-                    redownload,
-                )
-            raw = fh.read(header_bytes)
-    except OSError as exc:
-        raise _bad(
-            path, f"cannot read ({exc.strerror or exc})", "check the path and its permissions"
-        ) from None
-
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        detail = (
-            f"line {exc.lineno} column {exc.colno}: {exc.msg}"
-            if isinstance(exc, json.JSONDecodeError)
-            else "not UTF-8"
-        )
-        raise _bad(path, f"header is not valid JSON ({detail})", redownload) from None
-    if not isinstance(header, dict):
-        raise _bad(path, "header is not a JSON object", redownload)
+    header, header_bytes, file_bytes = read_header(
+        path, error=ModelError, cap=MAX_HEADER_BYTES, fix=redownload
+    )
 
     metadata = header.pop("__metadata__", None) or {}
     if not isinstance(metadata, dict):
@@ -389,21 +352,11 @@ def _tensors_of(header: dict[str, dict]) -> list[TensorInfo]:
 
 
 def _read_json(path: Path, what: str, fix: str) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _bad(path, f"cannot read {what} ({exc.strerror or exc})", fix) from None
-    except UnicodeDecodeError:
-        raise _bad(path, f"{what} is not UTF-8 text", fix) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _bad(
-            path, f"{what} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})", fix
-        ) from None
-    if not isinstance(data, dict):
-        raise _bad(path, f"{what} is not a JSON object", fix)
-    return data
+    from vramtui.guarded_read import read_json
+
+    return read_json(
+        path, error=ModelError, what=what, source=f"{path}: {what}", cap=MAX_JSON_BYTES, fix=fix
+    )
 
 
 def _quantization_config(directory: Path) -> dict | None:

@@ -11,15 +11,16 @@ Loading parses only TOML (no torch); the result is cached per directory.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 
 from vramtui.errors import ModelError
+from vramtui.guarded_read import read_toml
 from vramtui.models.architecture import Architecture
 from vramtui.models.hf_config import architecture_from_hf_config
 from vramtui.paths import builtin_catalog_dir
 
+MAX_MODEL_FILE_BYTES = 1 * 2**20  # a model's config tables: a few KiB
 _META_KEYS = {"hub_id", "aliases", "source", "license", "notes", "null_keys"}
 
 
@@ -49,12 +50,14 @@ def _apply_nulls(config: dict, null_keys: list, path: Path) -> None:
 
 def load_catalog_file(path: Path) -> tuple[Architecture, tuple[str, ...]]:
     """One catalogue file: its architecture and its lowercase aliases. Broken -> ModelError."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"catalogue file {path} cannot be read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ModelError(f"catalogue file {path} is not valid TOML: {exc}") from None
+    data = read_toml(
+        path,
+        error=ModelError,
+        what="model catalogue file",
+        source=f"catalogue file {path}",
+        cap=MAX_MODEL_FILE_BYTES,
+        fix="fix or remove that file",
+    )
     meta, config = data.get("meta"), data.get("config")
     if not isinstance(meta, dict):
         raise ModelError(f"catalogue file {path} lacks the [meta] table")

@@ -14,11 +14,12 @@ problem and the fix.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from dataclasses import dataclass
 
 from vramtui.errors import VramtuiError
+from vramtui.guarded_read import Unreadable, decode_json
 
 PROBE_VERSION = 1
 RUN_KEYS = ("run_id", "run_name", "time", "host", "pid", "cuda_available", "versions", "devices")
@@ -43,6 +44,8 @@ FIGURE_KEYS = (
     "nvml_process_used_bytes",
     "nvml_total_bytes",
 )
+MAX_PROBE_FILE_BYTES = 256 * 2**20  # thousands of runs; a run is a few KiB
+MAX_FIGURE_BYTES = 2**63 - 1  # a byte counter is an unsigned 64-bit integer at most
 FIX = 'write it with vramtui.probe (e.g. `with probe.stage("load"): ...`) and pass that file'
 
 
@@ -114,16 +117,18 @@ def _fail(path: str, line: int | None, problem: str, fix: str) -> ProbeFileError
 
 def read_probe_file(path: str | os.PathLike) -> list[ProbeRun]:
     """Every run in the probe file at `path`, in order. Raises ProbeFileError on bad input."""
+    from vramtui.guarded_read import read_bytes
+
     shown = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise _fail(
-            shown, None, "no such file", "run the script with vramtui.probe first"
-        ) from None
-    except OSError as exc:
-        raise _fail(shown, None, f"cannot read it ({exc.strerror or exc})", "check the path")
+    raw = read_bytes(
+        path,
+        error=ProbeFileError,
+        what="probe file",
+        label=shown,
+        cap=MAX_PROBE_FILE_BYTES,
+        too_big_fix="split it: each probe run appends a few KiB",
+        missing_fix="run the script with vramtui.probe first",
+    )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -150,8 +155,15 @@ def parse_probe_lines(text: str, source: str = "<probe>") -> list[ProbeRun]:
     pending_warnings: list[str] = []
     for pos, (lineno, ln) in enumerate(numbered):
         try:
-            obj = json.loads(ln)
-        except json.JSONDecodeError:
+            obj = decode_json(ln)
+        except Unreadable as exc:
+            if not exc.syntax:  # deep nesting, a huge integer: not a record cut short
+                raise _fail(
+                    source,
+                    lineno,
+                    f"the record {exc.problem}",
+                    "delete that line or re-run the measurement into a new file",
+                ) from None
             is_last = pos == len(numbered) - 1
             truncated = (is_last and not ends_with_newline) or (
                 not is_last and _is_run_line(numbered[pos + 1][1])
@@ -240,8 +252,8 @@ def parse_probe_lines(text: str, source: str = "<probe>") -> list[ProbeRun]:
 
 def _is_run_line(text: str) -> bool:
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError:
+        obj = decode_json(text)
+    except Unreadable:
         return False
     return isinstance(obj, dict) and obj.get("kind") == "run" and "vramtui_probe" in obj
 
@@ -261,32 +273,59 @@ def _require(obj: dict, keys, source: str, lineno: int, kind: str) -> None:
 def _str(obj: dict, key: str, source: str, lineno: int) -> str:
     value = obj[key]
     if not isinstance(value, str):
-        raise _fail(source, lineno, f"{key!r} is {value!r}, not a string", "re-run the probe")
+        raise _fail(source, lineno, f"{key!r} is {_show(value)}, not a string", "re-run the probe")
     return value
+
+
+def _str_or_none(obj: dict, key: str, source: str, lineno: int) -> str | None:
+    value = obj[key]
+    if value is not None and not isinstance(value, str):
+        raise _fail(
+            source, lineno, f"{key!r} is {_show(value)}, not a string or null", "re-run the probe"
+        )
+    return value
+
+
+def _show(value) -> str:
+    """A short, one-line picture of a JSON value for messages."""
+    text = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value
 
 
 def _int_or_none(value, key: str, source: str, lineno: int) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(source, lineno, f"{key!r} is {value!r}, not a byte count", "re-run the probe")
+    if not _is_count(value) or value > MAX_FIGURE_BYTES:
+        raise _fail(
+            source,
+            lineno,
+            f"{key!r} is {_show(value)}, not a byte count (0 to 2^63-1)",
+            "re-run the probe",
+        )
     return value
 
 
 def _stage(obj: dict, source: str, lineno: int) -> ProbeStage:
     dims = obj["dims"]
     if not isinstance(dims, dict):
-        raise _fail(source, lineno, f"'dims' is {dims!r}, not an object", "re-run the probe")
+        raise _fail(source, lineno, f"'dims' is {_show(dims)}, not an object", "re-run the probe")
     measured = obj["measured"]
     if not isinstance(measured, bool):
-        raise _fail(source, lineno, f"'measured' is {measured!r}, not true/false", "re-run")
+        raise _fail(source, lineno, f"'measured' is {_show(measured)}, not true/false", "re-run")
     devices = obj["devices"]
     if not isinstance(devices, list):
         raise _fail(source, lineno, "'devices' is not a list", "re-run the probe")
     figures = []
     for dev in devices:
-        if not isinstance(dev, dict) or not isinstance(dev.get("index"), int):
-            raise _fail(source, lineno, "a device entry without an index", "re-run the probe")
+        if not isinstance(dev, dict) or not _is_count(dev.get("index")) or dev["index"] > 2**31:
+            raise _fail(
+                source, lineno, "a device entry without an index (0, 1, ...)", "re-run the probe"
+            )
         for key in FIGURE_KEYS[:4]:
             if key not in dev:
                 raise _fail(
@@ -301,21 +340,30 @@ def _stage(obj: dict, source: str, lineno: int) -> ProbeStage:
     if measured and not figures:
         raise _fail(source, lineno, "a measured stage without devices", "re-run the probe")
     seconds = obj["seconds"]
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise _fail(source, lineno, f"'seconds' is {seconds!r}, not a number", "re-run")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not 0 <= seconds <= 1e9  # compares ints exactly: no float overflow
+        or (isinstance(seconds, float) and not math.isfinite(seconds))
+    ):
+        raise _fail(
+            source, lineno, f"'seconds' is {_show(seconds)}, not a duration in seconds", "re-run"
+        )
     name = _str(obj, "stage", source, lineno)
     warnings = obj.get("warnings") or []
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+        raise _fail(source, lineno, "'warnings' is not a list of strings", "re-run the probe")
     return ProbeStage(
         stage=name,
         dims=dict(dims),
         measured=measured,
-        reason=obj["reason"],
-        error=obj["error"],
+        reason=_str_or_none(obj, "reason", source, lineno),
+        error=_str_or_none(obj, "error", source, lineno),
         seconds=float(seconds),
         devices=tuple(figures),
-        time_start=str(obj["time_start"]),
-        time_end=str(obj["time_end"]),
-        warnings=tuple(str(w) for w in warnings) if isinstance(warnings, list) else (),
+        time_start=_str(obj, "time_start", source, lineno),
+        time_end=_str(obj, "time_end", source, lineno),
+        warnings=tuple(warnings),
         line=lineno,
     )
 
@@ -331,27 +379,34 @@ def _run(entry: dict, source: str) -> ProbeRun:
         raise _fail(source, lineno, "'devices' is not a list", "re-run the probe")
     out = []
     for dev in devices:
-        try:
-            out.append(
-                ProbeDevice(
-                    index=int(dev["index"]),
-                    name=str(dev["name"]),
-                    total_bytes=int(dev["total_bytes"]),
-                )
-            )
-        except (KeyError, TypeError, ValueError):
+        if (
+            not isinstance(dev, dict)
+            or not _is_count(dev.get("index"))
+            or dev["index"] > 2**31
+            or not isinstance(dev.get("name"), str)
+            or not _is_count(dev.get("total_bytes"))
+            or dev["total_bytes"] > MAX_FIGURE_BYTES
+        ):
             raise _fail(
-                source, lineno, "a device entry lacks index, name or total_bytes", "re-run"
-            ) from None
+                source,
+                lineno,
+                "a device entry lacks index, name or total_bytes (or has a wrong type)",
+                "re-run the probe",
+            )
+        out.append(
+            ProbeDevice(index=dev["index"], name=dev["name"], total_bytes=dev["total_bytes"])
+        )
     cuda_available = obj["cuda_available"]
     if not isinstance(cuda_available, bool):
         raise _fail(source, lineno, "'cuda_available' is not true/false", "re-run the probe")
+    for key in ("run_name", "time", "host"):
+        _str(obj, key, source, lineno)
     pid = obj["pid"]
     return ProbeRun(
         run_id=obj["run_id"],
-        run_name=str(obj["run_name"]),
-        time=str(obj["time"]),
-        host=str(obj["host"]),
+        run_name=obj["run_name"],
+        time=obj["time"],
+        host=obj["host"],
         versions=dict(versions),
         devices=tuple(out),
         stages=tuple(entry["stages"]),

@@ -14,21 +14,28 @@ MAX_LOG_BYTES = 512 * 2**20
 
 
 def read_log_text(source: str) -> str:
+    """The log at `source` ("-": standard input) as text, at most MAX_LOG_BYTES: a larger file,
+    or a pipe or device (/dev/zero) that runs past the cap, is refused with one line asking for
+    its tail. Bytes that are not UTF-8 are read as U+FFFD."""
+    from vramtui.guarded_read import read_log_text as read_capped
+
+    cap = MAX_LOG_BYTES  # read at call time: tests lower it
+    tail = "50M" if cap > 50 * 2**20 else str(cap // 2)
     if source == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise SpecError(
                 "no log given: pass a file, or pipe the log in (vramtui triage - < job.log)"
             )
-        return sys.stdin.read()
+        fix = f"pipe its tail instead (... | tail -c {tail} | vramtui triage -)"
+        return read_capped("-", error=SpecError, what="log", cap=cap, too_big_fix=fix)
     path = Path(source).expanduser()
-    try:
-        if path.stat().st_size > MAX_LOG_BYTES:
-            raise SpecError(f"{path} is over 512 MiB: pass its tail (tail -c 50M {path})")
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        raise SpecError(f"log file {path} does not exist; check the path") from None
-    except IsADirectoryError:
-        raise SpecError(f"{path} is a directory; pass the log file") from None
+    return read_capped(
+        path,
+        error=SpecError,
+        what="log file",
+        cap=cap,
+        too_big_fix=f"pass its tail (tail -c {tail} {path} > tail.log)",
+    )
 
 
 def triage_to_dict(reading, advice) -> dict:
