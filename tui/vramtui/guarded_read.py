@@ -220,7 +220,7 @@ def read_log_text(
 # ---------------------------------------------------------------------------------- nesting
 
 
-def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
+def check_nesting(value: Any, limit: int = MAX_NESTING, what: str = "arrays or tables") -> None:
     """Raise Unreadable when lists/dicts nest deeper than `limit` (iterative: no recursion)."""
     stack = [(value, 1)]
     while stack:
@@ -232,9 +232,7 @@ def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
         else:
             continue
         if depth > limit:
-            raise Unreadable(
-                f"nests arrays or tables more than {limit} levels deep (the limit)"
-            )
+            raise Unreadable(f"nests {what} more than {limit} levels deep (the limit)")
         stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
 
 
@@ -356,7 +354,7 @@ def decode_json(data: str | bytes) -> Any:
         raise _value_error(exc) from None
     except (TypeError, OverflowError) as exc:
         raise Unreadable(f"cannot be read ({one_line(exc)[:200]})") from None
-    check_nesting(value)
+    check_nesting(value, what="arrays or objects")
     return value
 
 
