@@ -488,13 +488,13 @@ def test_fifo_without_writer_does_not_hang(tmp_path):
 
 
 def test_unreadable_paths(tmp_path, monkeypatch):
-    with pytest.raises(Boom, match="not found"):
+    with pytest.raises(Boom, match="absent does not exist; check the path"):
         gr.read_bytes(tmp_path / "absent", error=Boom, what="log file", cap=10)
     with pytest.raises(Boom, match="is a directory"):
         gr.read_bytes(tmp_path, error=Boom, what="log file", cap=10)
     dangling = tmp_path / "link"
     dangling.symlink_to(tmp_path / "nowhere")
-    with pytest.raises(Boom, match="not found"):
+    with pytest.raises(Boom, match="does not exist"):
         gr.read_bytes(dangling, error=Boom, what="log file", cap=10)
     with pytest.raises(Boom, match="cannot be read"):
         gr.read_bytes(str(tmp_path) + "/x\0y", error=Boom, what="log file", cap=10)
@@ -711,7 +711,7 @@ def test_cli_triage_directory_missing_and_unreadable(tmp_path, capsys, monkeypat
         "itself"
     )
     line = cli_error(capsys, ["triage", str(tmp_path / "absent.log")])
-    assert "not found (no such file)" in line
+    assert line.endswith("absent.log does not exist; check the path")
     locked = tmp_path / "locked.log"
     locked.write_text("CUDA out of memory")
     real_open = os.open
@@ -764,3 +764,22 @@ def test_cli_watch_replay_deep_line(tmp_path, capsys):
         f"vramtui: error: {path}, line 2: the line nests arrays or objects more than 64 levels "
         "deep (the limit); delete that line, or record again"
     )
+
+
+def test_cli_models_skips_a_broken_user_model_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    from vramtui.models.registry import file_name_for
+
+    models = tmp_path / "cat" / "models"
+    models.mkdir(parents=True)
+    builtin = REPO / "catalog" / "models" / file_name_for("Qwen/Qwen2.5-7B-Instruct")
+    (models / builtin.name).write_bytes(builtin.read_bytes())
+    (models / "org--broken.toml").write_text(DEEP_TOML_TABLE)
+    assert main(["models", "--catalog", str(tmp_path / "cat")]) == 0
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert line == (
+        f"vramtui: warning: catalogue file {models / 'org--broken.toml'} nests arrays or tables "
+        "more than 64 levels deep (the limit); fix or remove that file (file skipped)"
+    )
+    assert "Qwen/Qwen2.5-7B-Instruct" in captured.out

@@ -17,7 +17,7 @@ import pytest
 from vramtui.errors import ModelError
 from vramtui.models.architecture import GROUPS
 from vramtui.models.hf_config import architecture_from_hf_config
-from vramtui.models.registry import find_model, load_catalog_models
+from vramtui.models.registry import find_model, load_catalog_models, model_catalog_problems
 
 CATALOG = load_catalog_models()
 IDS = sorted(CATALOG)
@@ -155,16 +155,18 @@ def test_broken_catalogue_file_is_named(tmp_path: Path):
         "num_attention_heads = 4\nvocab_size = 100\nmax_position_embeddings = 128\n"
         "tie_word_embeddings = false\n"
     )
-    with pytest.raises(ModelError) as info:
-        load_catalog_models(tmp_path)
-    assert "acme--broken-1b.toml" in str(info.value)
-    assert "intermediate_size" in str(info.value)
+    # A user's directory: the broken file is skipped, its problem kept as one line.
+    assert load_catalog_models(tmp_path) == {}
+    (problem,) = model_catalog_problems(tmp_path)
+    assert "acme--broken-1b.toml" in problem and "intermediate_size" in problem
+    assert problem.endswith("(file skipped)") and "\n" not in problem
 
     other = tmp_path / "x"
     other.mkdir()
     (other / "acme--syntax.toml").write_text("[meta\n")
-    with pytest.raises(ModelError, match="acme--syntax.toml"):
-        load_catalog_models(other)
+    assert load_catalog_models(other) == {}
+    (problem,) = model_catalog_problems(other)
+    assert "acme--syntax.toml" in problem and "malformed TOML" in problem
 
 
 def test_missing_required_key_names_key_and_file():

@@ -541,10 +541,12 @@ def _simple_mode(args) -> int:
 def cmd_models(args) -> int:
     from rich.table import Table
 
-    from vramtui.models.registry import load_catalog_models
+    from vramtui.models.registry import load_catalog_models, model_catalog_problems
     from vramtui.render import print_renderable
 
     models = load_catalog_models(_catalog_dir(args))
+    for problem in model_catalog_problems(_catalog_dir(args)):
+        print(f"vramtui: warning: {problem}", file=sys.stderr)
     table = Table(title="model catalogue", title_justify="left")
     for col in ("id", "parameters", "layers", "KV heads", "head_dim", "dtype", "notes"):
         table.add_column(col, justify="right" if col in ("parameters", "layers") else "left")

@@ -29,7 +29,6 @@ import struct
 import sys
 import tomllib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from vramtui.errors import VramtuiError
@@ -86,21 +85,23 @@ def read_bytes(
     cap: int,
     label: str | None = None,
     too_big_fix: str = "",
+    missing: str = "does not exist",
     missing_fix: str = "check the path",
 ) -> bytes:
     """At most `cap` bytes of the file at `path`, else `error` (one line).
 
     `what` says what the file is ("spec file", "log file"); messages start with `label`
-    (default: `what` and the path). The file is opened without blocking, so a FIFO nobody
-    writes to reads as empty instead of hanging; a directory is refused; a regular file larger
-    than `cap` is refused before it is read, and anything else (a character device such as
-    /dev/zero, a pipe) is read until `cap` and refused past it.
+    (default: `what` and the path); `missing` and `missing_fix` word a missing file. The file
+    is opened without blocking, so a FIFO nobody writes to reads as empty instead of hanging;
+    a directory is refused; a regular file larger than `cap` is refused before it is read, and
+    anything else (a character device such as /dev/zero, a pipe) is read until `cap` and
+    refused past it.
     """
     label = label if label is not None else f"{what} {os.fspath(path)}"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise error(one_line(f"{label} not found (no such file); {missing_fix}")) from None
+        raise error(one_line(f"{label} {missing}; {missing_fix}")) from None
     except IsADirectoryError:
         raise _is_directory(error, what, label) from None
     except PermissionError:
@@ -207,13 +208,16 @@ def read_log_text(
     what: str,
     cap: int,
     too_big_fix: str = "",
+    missing: str = "does not exist",
 ) -> str:
     """A log as text: the file at `source`, or standard input for "-", at most `cap` bytes.
     Bytes that are not UTF-8 become U+FFFD (a log is read for what it says, not rejected)."""
     if os.fspath(source) == "-":
         raw = read_stdin_bytes(error=error, cap=cap, too_big_fix=too_big_fix)
     else:
-        raw = read_bytes(source, error=error, what=what, cap=cap, too_big_fix=too_big_fix)
+        raw = read_bytes(
+            source, error=error, what=what, cap=cap, too_big_fix=too_big_fix, missing=missing
+        )
     return raw.decode("utf-8", errors="replace")
 
 

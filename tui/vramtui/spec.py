@@ -1569,6 +1569,7 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
         what="spec file",
         cap=MAX_SPEC_BYTES,
         too_big_fix="a spec is a few KiB of TOML; check it is the right file",
+        missing="not found",
         missing_fix="check the path, or start from sample_specs/seed-7b-fp16-inference.toml",
     )
     text = decode_utf8(raw, error=_fail, source=f"spec file {source}")

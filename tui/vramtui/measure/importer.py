@@ -101,6 +101,7 @@ def read_measurements(path: Path, spec: Spec) -> ImportResult:
         what="measurement file",
         cap=MAX_MEASURE_FILE_BYTES,
         too_big_fix=TOO_BIG_FIX,
+        missing="not found (no such file)",
     )
     return read_measurements_text(text, spec, source=path.name, path=path)
 

@@ -91,21 +91,39 @@ def _load_one(path: Path) -> tuple[Architecture, tuple[str, ...]]:
 
 
 @lru_cache(maxsize=8)
-def _load(directory: Path) -> tuple[dict[str, Architecture], dict[str, str]]:
+def _load(
+    directory: Path,
+) -> tuple[dict[str, Architecture], dict[str, str], tuple[str, ...]]:
+    """(models by Hub id, names -> Hub id, problems). A broken file of the built-in catalogue
+    raises ModelError; one of a user's directory is skipped, its problem kept (one line)."""
     if not directory.is_dir():
         raise ModelError(f"model catalogue directory {directory} does not exist")
+    strict = directory == _directory(None)
     models: dict[str, Architecture] = {}
     names: dict[str, str] = {}  # lowercase hub id or alias -> hub id
+    problems: list[str] = []
     for path in sorted(directory.glob("*.toml")):
-        arch, aliases = load_catalog_file(path)
+        try:
+            arch, aliases = load_catalog_file(path)
+            for name in (arch.model_id.lower(), *aliases):
+                if name in names and names[name] != arch.model_id:
+                    raise ModelError(
+                        f"catalogue file {path}: name '{name}' is already used by {names[name]}"
+                    )
+        except ModelError as exc:
+            if strict:
+                raise
+            problems.append(f"{exc} (file skipped)")
+            continue
         for name in (arch.model_id.lower(), *aliases):
-            if name in names and names[name] != arch.model_id:
-                raise ModelError(
-                    f"catalogue file {path}: name '{name}' is already used by {names[name]}"
-                )
             names[name] = arch.model_id
         models[arch.model_id] = arch
-    return models, names
+    return models, names, tuple(problems)
+
+
+def model_catalog_problems(catalog_dir: Path | None = None) -> tuple[str, ...]:
+    """One line per file of a user's model directory that was skipped (empty: none)."""
+    return _load(_directory(catalog_dir))[2]
 
 
 def _directory(catalog_dir: Path | None) -> Path:
@@ -128,7 +146,7 @@ def find_model(name: str, catalog_dir: Path | None = None) -> Architecture:
         arch, _ = _load_one(direct)
         if arch.model_id == name.strip():
             return arch
-    models, names = _load(directory)
+    models, names, _ = _load(directory)
     key = name.strip().lower()
     if key in names:
         return models[names[key]]

@@ -127,6 +127,7 @@ def read_probe_file(path: str | os.PathLike) -> list[ProbeRun]:
         label=shown,
         cap=MAX_PROBE_FILE_BYTES,
         too_big_fix="split it: each probe run appends a few KiB",
+        missing="not found (no such file)",
         missing_fix="run the script with vramtui.probe first",
     )
     try:
