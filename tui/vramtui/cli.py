@@ -312,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     except VramtuiError as exc:
-        print(f"vramtui: error: {exc}", file=sys.stderr)
+        from vramtui.safe_text import safe_line
+
+        print(f"vramtui: error: {safe_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -403,8 +405,10 @@ def _load_catalog(args):
     from vramtui.catalog import load_catalog
 
     catalog = load_catalog(args.catalog)
+    from vramtui.safe_text import safe_line
+
     for problem in catalog.problems:
-        print(f"vramtui: warning: {problem}", file=sys.stderr)
+        print(f"vramtui: warning: {safe_line(problem)}", file=sys.stderr)
     return catalog
 
 

@@ -15,6 +15,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vramtui.safe_text import safe_line
+
 UNITS = ("gib", "gb", "mib", "bytes")
 KNOWN_KEYS = {"units", "catalog_dir", "keymap"}
 
@@ -49,7 +51,8 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
     try:
         data = tomllib.loads(source.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        return Config(warnings=(f"{source}: cannot be read ({exc}); using defaults",), path=source)
+        warning = safe_line(f"{source}: cannot be read ({exc}); using defaults")
+        return Config(warnings=(warning,), path=source)
     for key in data:
         if key not in KNOWN_KEYS:
             warnings.append(
@@ -82,5 +85,9 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
         else:
             keymap[bid] = keys
     return Config(
-        units=units, catalog_dir=catalog_dir, keymap=keymap, warnings=tuple(warnings), path=source
+        units=units,
+        catalog_dir=catalog_dir,
+        keymap=keymap,
+        warnings=tuple(safe_line(w) for w in warnings),
+        path=source,
     )

@@ -35,6 +35,7 @@ from typing import Any
 from vramtui.agent import AGENT_PROTOCOL
 from vramtui.feed.poller import DEFAULT_PROCESS_INTERVAL, check_interval
 from vramtui.feed.sample import FeedError, Snapshot, snapshot_from_json, snapshot_to_json
+from vramtui.safe_text import safe_line
 
 CONNECTING = "connecting"
 LIVE = "live"
@@ -816,7 +817,7 @@ def watch_hosts(args: Any) -> int:
             if as_json:
                 print(json.dumps(_status_json(status), separators=(",", ":")), flush=True)
                 continue
-            line = _summary_line(status)
+            line = safe_line(_summary_line(status))
             if shown.get(status.host) != line:  # text: a host's line when it changes
                 shown[status.host] = line
                 print(line, flush=True)
@@ -885,5 +886,5 @@ def _watch_once(
                 print(f"{host}:")
                 print_renderable(snapshot_renderable(status.snapshot))
             else:
-                print(f"{host}: failed: {result[host]['reason']}")
+                print(safe_line(f"{host}: failed: {result[host]['reason']}"))
     return 0 if answered else 1
