@@ -196,8 +196,9 @@ def _add_watch_parser(sub) -> None:
     w.add_argument(
         "--ssh",
         nargs="+",
+        action="extend",  # --ssh a --ssh b and --ssh a b both watch a and b
         metavar="HOST",
-        help="watch these hosts over SSH (each runs `python3 -m vramtui.agent`)",
+        help="watch these hosts over SSH (each runs `python3 -m vramtui.agent`; repeatable)",
     )
     w.add_argument(
         "--remote-python",
