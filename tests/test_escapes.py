@@ -282,3 +282,29 @@ async def test_the_app_screen_shows_no_raw_payload(hostile, tmp_path, anyio_back
         text = "".join(screens)
         assert not forbidden_in(text), forbidden_in(text)
         assert "SGVsbG8=" in text  # the offer's title and the notification are on screen
+
+
+def test_imported_measurements_and_triage_attempts_are_cleaned():
+    # Built by the measure importers, the triage advice and the feed from logs and drivers.
+    from vramtui.spec import Measurement, TriageAttempt
+
+    m = Measurement(
+        stage="load",
+        quantity="peak_reserved",
+        bytes=1,
+        counter="torch.cuda" + OSC52_CSI2J,
+        device="H100\x9b2J",
+        error="OutOfMemoryError:\n" + OSC52_CSI2J,
+        versions={"torch\x1b": "2.8\x07"},
+    )
+    assert m.counter == "torch.cuda\\x1b]52;c;SGVsbG8=\\x07evil\\x1b[2J"
+    assert m.device == "H100\\x9b2J"
+    assert m.error == "OutOfMemoryError:\n\\x1b]52;c;SGVsbG8=\\x07evil\\x1b[2J"
+    assert m.versions == (("torch\\x1b", "2.8\\x07"),)
+    t = TriageAttempt(
+        time="2026-12-02T10:00:00",
+        phase="load",
+        variable="micro_batch",
+        change="micro_batch 8 -> 4" + OSC52_CSI2J,
+    )
+    assert not forbidden_in(t.change) and t.change.startswith("micro_batch 8 -> 4\\x1b]52")

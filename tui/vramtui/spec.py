@@ -34,7 +34,7 @@ import tomli_w
 
 from vramtui.errors import SpecError
 from vramtui.models.architecture import GROUPS, Architecture
-from vramtui.safe_text import safe_line, safe_text
+from vramtui.safe_text import has_unsafe, safe_line, safe_text
 
 __all__ = [
     "Batch",
@@ -456,6 +456,25 @@ class Measurement:
                 object.__setattr__(self, name, tuple(sorted(value.items())))
             elif isinstance(value, list):
                 object.__setattr__(self, name, tuple(sorted(tuple(p) for p in value)))
+        # Imported from logs, probe files and drivers: no control character survives.
+        for name in ("counter", "item", "device", "run"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, safe_line(value))
+        for name in ("as_written", "source", "error"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, safe_text(value))
+        if any(
+            isinstance(v, str) and has_unsafe(v, multiline=False)
+            for pair in self.versions
+            for v in pair
+        ):
+            object.__setattr__(
+                self,
+                "versions",
+                tuple(sorted((safe_line(k), safe_line(v)) for k, v in self.versions)),
+            )
 
     @property
     def dims_map(self) -> dict[str, int | float]:
@@ -486,6 +505,10 @@ class TriageAttempt:
     def __post_init__(self) -> None:
         if isinstance(self.figures, Mapping):
             object.__setattr__(self, "figures", tuple(sorted(self.figures.items())))
+        for name in ("framework", "change", "outcome"):  # read from a log: shown back
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, safe_line(value))
 
 
 @dataclass(frozen=True, kw_only=True)
