@@ -17,6 +17,7 @@ from typing import Any
 
 from vramtui.errors import CatalogError, UnitsError
 from vramtui.paths import builtin_catalog_dir
+from vramtui.safe_text import safe_line, safe_text
 from vramtui.units import parse_bytes
 
 VENDORS = ("nvidia", "amd")
@@ -181,7 +182,7 @@ class _Reader:
         return f"{self.prefix}{name}"
 
     def fail(self, name: str, problem: str, fix: str) -> CatalogError:
-        return CatalogError(f"{self.path.name}: {self.key(name)} {problem}; {fix}")
+        return CatalogError(safe_line(f"{self.path.name}: {self.key(name)} {problem}; {fix}"))
 
     def check_keys(self, allowed: set[str]) -> None:
         for k in self.data:
@@ -202,11 +203,16 @@ class _Reader:
             raise self.fail(name, f"must be {what}, got {value!r}", "fix its value")
         return value
 
-    def string(self, name: str, required: bool = True, default=None) -> str | None:
+    def string(
+        self, name: str, required: bool = True, default=None, multiline: bool = False
+    ) -> str | None:
+        """A string with its control characters made visible (`vramtui.safe_text`)."""
         value = self.get(name, str, "a string", required, default)
         if value is not None and required and not value.strip():
             raise self.fail(name, "is empty", "write a value")
-        return value
+        if value is None:
+            return value
+        return safe_text(value) if multiline else safe_line(value)
 
     def choice(self, name: str, choices, required: bool = True) -> str | None:
         value = self.string(name, required)
@@ -226,7 +232,7 @@ class _Reader:
             if not isinstance(v, str) or (choices and v not in choices):
                 allowed = f"one of {', '.join(choices)}" if choices else "strings"
                 raise self.fail(name, f"holds {v!r}", f"use {allowed}")
-        return tuple(value)
+        return tuple(safe_line(v) for v in value)
 
     def date(self, name: str) -> datetime.date | None:
         value = self.data.get(name)
@@ -324,7 +330,7 @@ def parse_gpu(data: dict, path: Path) -> Gpu:
         nominal=_figure(memory, "nominal", True),
         nvml_total=_figure(memory, "nvml_total", False),
         cuda_total=_figure(memory, "cuda_total", False),
-        notes=r.string("notes", required=False) or "",
+        notes=r.string("notes", required=False, multiline=True) or "",
         file=path.name,
     )
 
@@ -367,7 +373,7 @@ def parse_offer(data: dict, path: Path, gpu_ids) -> Offer:
             lead_time_hours=s.number("lead_time_hours", required=False),
             available_from=s.date("available_from"),
             available_until=s.date("available_until"),
-            note=s.string("note", required=False) or "",
+            note=s.string("note", required=False, multiline=True) or "",
         )
     currencies = sorted({p.currency for p in plans})
     if len(currencies) > 1:
@@ -417,7 +423,7 @@ def parse_offer(data: dict, path: Path, gpu_ids) -> Offer:
         plans=tuple(plans),
         schedule=schedule,
         evidence=tuple(evidence),
-        notes=r.string("notes", required=False) or "",
+        notes=r.string("notes", required=False, multiline=True) or "",
         file=path.name,
     )
 
@@ -481,7 +487,7 @@ def load_catalog(user_dir: Path | str | None = None, use_user_config: bool = Tru
     return Catalog(
         gpus=gpus,
         offers=offers,
-        problems=tuple(problems),
+        problems=tuple(safe_line(p) for p in problems),
         user_dir=str(directory) if directory else None,
     )
 

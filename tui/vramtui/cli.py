@@ -196,8 +196,9 @@ def _add_watch_parser(sub) -> None:
     w.add_argument(
         "--ssh",
         nargs="+",
+        action="extend",  # --ssh a --ssh b and --ssh a b both watch a and b
         metavar="HOST",
-        help="watch these hosts over SSH (each runs `python3 -m vramtui.agent`)",
+        help="watch these hosts over SSH (each runs `python3 -m vramtui.agent`; repeatable)",
     )
     w.add_argument(
         "--remote-python",
@@ -312,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     except VramtuiError as exc:
-        print(f"vramtui: error: {exc}", file=sys.stderr)
+        from vramtui.safe_text import safe_line
+
+        print(f"vramtui: error: {safe_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -403,8 +406,10 @@ def _load_catalog(args):
     from vramtui.catalog import load_catalog
 
     catalog = load_catalog(args.catalog)
+    from vramtui.safe_text import safe_line
+
     for problem in catalog.problems:
-        print(f"vramtui: warning: {problem}", file=sys.stderr)
+        print(f"vramtui: warning: {safe_line(problem)}", file=sys.stderr)
     return catalog
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from vramtui.errors import VramtuiError
 from vramtui.guarded_read import read_toml
+from vramtui.safe_text import safe_line
 
 UNITS = ("gib", "gb", "mib", "bytes")
 KNOWN_KEYS = {"units", "catalog_dir", "keymap"}
@@ -63,7 +64,7 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
             fix="fix it",
         )
     except _Unusable as exc:
-        return Config(warnings=(f"{exc}; using defaults",), path=source)
+        return Config(warnings=(safe_line(f"{exc}; using defaults"),), path=source)
     for key in data:
         if key not in KNOWN_KEYS:
             warnings.append(
@@ -96,5 +97,9 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
         else:
             keymap[bid] = keys
     return Config(
-        units=units, catalog_dir=catalog_dir, keymap=keymap, warnings=tuple(warnings), path=source
+        units=units,
+        catalog_dir=catalog_dir,
+        keymap=keymap,
+        warnings=tuple(safe_line(w) for w in warnings),
+        path=source,
     )

@@ -18,15 +18,20 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     if path.is_symlink():
         path = path.resolve()
     directory = path.parent
+    mode = _existing_mode(path)
     tmp = directory / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        # Created with the final mode from the start: the replaced file's mode (the umask can
+        # only narrow it, and fchmod sets it exactly before a byte is written), or for a new
+        # file 0o666 & ~umask, as a plain create gives. The copy never holds the data with
+        # wider permissions than the file it replaces.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
         with os.fdopen(fd, "wb") as handle:
+            if mode is not None and hasattr(os, "fchmod"):
+                os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -35,6 +40,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             pass
         raise
     fsync_directory(directory)
+
+
+def _existing_mode(path: Path) -> int | None:
+    """The permission bits of the file about to be replaced, or None when there is none."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from rich.console import Console, Group
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from vramtui.ledger.items import STAGE_LABELS, Estimate
 from vramtui.ledger.simple import SimpleEstimate
+from vramtui.safe_text import has_unsafe, safe_text
 from vramtui.units import format_bytes, format_bytes_readable
 
 STATUS_STYLE = {"estimated": "yellow", "measured": "green", "unknown": "bold red"}
@@ -199,8 +201,33 @@ def simple_renderable(simple: SimpleEstimate) -> Group:
     return Group(head, table)
 
 
+class SafeConsole(Console):
+    """The headless commands' console: no markup in plain strings, and no text segment reaches
+    the terminal with a control character (ESC, C1, BEL...) or a bidi override.
+
+    Strings are cleaned where they enter; this is the last line of defence for any that were
+    not. Rich's own styling is emitted from segment styles, so it is unaffected; `markup=False`
+    keeps a "[/]" or "[link=...]" in a catalogue title from being read as Rich markup.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("markup", False)
+        super().__init__(*args, **kwargs)
+
+    def render_str(self, text: str, **kwargs) -> Text:
+        # Plain strings (table cells...) are cleaned before layout, so widths stay right.
+        return super().render_str(safe_text(text), **kwargs)
+
+    def render(self, renderable, options=None):
+        for segment in super().render(renderable, options):
+            if segment.control or not has_unsafe(segment.text):
+                yield segment
+            else:
+                yield Segment(safe_text(segment.text), segment.style)
+
+
 def print_renderable(renderable, width: int | None = None) -> None:
-    Console(width=width).print(renderable)
+    SafeConsole(width=width).print(renderable)
 
 
 SHORTLIST_STYLE = {"fit": "green", "needs_verification": "yellow", "excluded": "red"}

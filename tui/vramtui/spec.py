@@ -33,6 +33,7 @@ import tomli_w
 
 from vramtui.errors import SpecError
 from vramtui.models.architecture import GROUPS, Architecture
+from vramtui.safe_text import has_unsafe, safe_line, safe_text
 
 __all__ = [
     "Batch",
@@ -454,6 +455,25 @@ class Measurement:
                 object.__setattr__(self, name, tuple(sorted(value.items())))
             elif isinstance(value, list):
                 object.__setattr__(self, name, tuple(sorted(tuple(p) for p in value)))
+        # Imported from logs, probe files and drivers: no control character survives.
+        for name in ("counter", "item", "device", "run"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, safe_line(value))
+        for name in ("as_written", "source", "error"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, safe_text(value))
+        if any(
+            isinstance(v, str) and has_unsafe(v, multiline=False)
+            for pair in self.versions
+            for v in pair
+        ):
+            object.__setattr__(
+                self,
+                "versions",
+                tuple(sorted((safe_line(k), safe_line(v)) for k, v in self.versions)),
+            )
 
     @property
     def dims_map(self) -> dict[str, int | float]:
@@ -484,6 +504,10 @@ class TriageAttempt:
     def __post_init__(self) -> None:
         if isinstance(self.figures, Mapping):
             object.__setattr__(self, "figures", tuple(sorted(self.figures.items())))
+        for name in ("framework", "change", "outcome"):  # read from a log: shown back
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, safe_line(value))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -520,7 +544,7 @@ class Spec:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return " ".join(safe_line(text).split())
 
 
 def _fail(message: str) -> SpecError:
@@ -681,8 +705,17 @@ class _Table:
         return value
 
     def string(
-        self, name: str, *, required: bool = False, why: str = "", nonempty: bool = False
+        self,
+        name: str,
+        *,
+        required: bool = False,
+        why: str = "",
+        nonempty: bool = False,
+        multiline: bool = False,
+        raw: bool = False,
     ) -> str | None:
+        """A string with its control characters made visible (`vramtui.safe_text`): one line
+        unless `multiline`; `raw` (a file path) keeps it as written."""
         value = self._get(name, required, why)
         if value is None:
             return None
@@ -693,7 +726,9 @@ class _Table:
                 f"{self.key(name)} is empty ({self.source}); write a non-empty string or remove "
                 "the key"
             )
-        return value
+        if raw:
+            return value
+        return safe_text(value) if multiline else safe_line(value)
 
     def choice(
         self, name: str, choices: Iterable[str], *, required: bool = False, why: str = ""
@@ -758,7 +793,7 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
             f"schema_version = {SCHEMA_VERSION}: set it to {SCHEMA_VERSION} or upgrade vramtui"
         )
     name = root.string("name")
-    description = root.string("description")
+    description = root.string("description", multiline=True)
 
     model = _parse_model(root)
     task = _parse_task(root)
@@ -800,7 +835,7 @@ def _parse_model(root: _Table) -> ModelRef:
             "exactly one"
         )
     model_id = t.string("id", nonempty=True)
-    path = t.string("path", nonempty=True)
+    path = t.string("path", nonempty=True, raw=True)
     params = _parse_params(t)
     revision = t.string("revision", nonempty=True)
     if revision is not None and params is not None:
@@ -1145,7 +1180,7 @@ def _parse_quality(root: _Table) -> tuple[QualityCriterion, ...]:
             QualityCriterion(
                 metric=t.string("metric", required=True, nonempty=True),
                 threshold=t.string("threshold", required=True, nonempty=True),
-                note=t.string("note") or "",
+                note=t.string("note", multiline=True) or "",
             )
         )
     return tuple(criteria)
@@ -1179,7 +1214,7 @@ def _parse_headroom(root: _Table) -> Headroom:
         raise t.out_of_range(
             "reserve_gib", ">= 0", reserve, "give the reserve in GiB, e.g. reserve_gib = 6.0"
         )
-    reason = t.string("reason", required=manual, why=why, nonempty=True)
+    reason = t.string("reason", required=manual, why=why, nonempty=True, multiline=True)
     context = t.integer("cuda_context_bytes", minimum=1)
     margin = t.number("margin_fraction")
     if margin is not None and not 0 <= margin < 0.5:
@@ -1250,14 +1285,14 @@ def _parse_measured(root: _Table, kind: str) -> tuple[Measurement, ...]:
                 bytes=n_bytes,
                 value=value,
                 counter=t.string("counter", required=True, nonempty=True),
-                as_written=t.string("as_written") or "",
+                as_written=t.string("as_written", multiline=True) or "",
                 item=t.string("item", nonempty=True),
                 source=t.string("source") or "",
                 gpu=t.integer("gpu", minimum=0),
                 device=t.string("device") or "",
                 date=date,
                 run=t.string("run") or "",
-                error=t.string("error") or "",
+                error=t.string("error", multiline=True) or "",
                 dims=_measured_dims(t),
                 versions=_measured_versions(t),
             )
@@ -1285,7 +1320,7 @@ def _measured_dims(t: _Table) -> dict[str, int | float]:
         raise t.out_of_range(
             "dims", "corpus_fraction between 0 and 1", fraction, "write the share run, e.g. 0.25"
         )
-    return dict(dims)
+    return {safe_line(k): v for k, v in dims.items()}
 
 
 def _measured_versions(t: _Table) -> dict[str, str]:
@@ -1296,7 +1331,7 @@ def _measured_versions(t: _Table) -> dict[str, str]:
         raise t.wrong_type(
             "versions", 'a table of version strings, e.g. { torch = "2.13.0" }', versions
         )
-    return dict(versions)
+    return {safe_line(k): safe_line(v) for k, v in versions.items()}
 
 
 def _parse_triage(root: _Table) -> tuple[TriageAttempt, ...]:
@@ -1312,12 +1347,13 @@ def _parse_triage(root: _Table) -> tuple[TriageAttempt, ...]:
             time = time.isoformat()
         if not isinstance(time, str) or not time.strip():
             raise t.wrong_type("time", "an ISO 8601 time", time)
+        time = safe_line(time)
         out.append(
             TriageAttempt(
                 time=time,
                 phase=t.choice("phase", TRIAGE_PHASES, required=True),
                 framework=t.string("framework") or "",
-                figures=dict(figures),
+                figures={safe_line(k): v for k, v in figures.items()},
                 variable=t.choice("variable", TRIAGE_VARIABLES, required=True),
                 change=t.string("change", required=True, nonempty=True),
                 predicted_peak_bytes=t.integer("predicted_peak_bytes", minimum=0),

@@ -28,6 +28,7 @@ from vramtui.drafts import (
     write_draft,
 )
 from vramtui.errors import VramtuiError
+from vramtui.safe_text import safe_line, safe_text
 from vramtui.session import SizingSession
 
 AUTOSAVE_DELAY_S = 1.0
@@ -85,6 +86,25 @@ class VramtuiApp(App):
         self._ledger_shown: tuple | None = None  # (estimate, unit) the ledger pane shows
         self._shortlist_shown: tuple | None = None  # (shortlist, unit) the shortlist pane shows
         self.exit_note = ""
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity="information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Notifications carry user text (paths, catalogue problems, errors): shown as written,
+        never as markup, and with every control character made visible."""
+        super().notify(
+            safe_text(str(message)),
+            title=safe_line(title),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     # ------------------------------------------------------------------ layout
 
@@ -184,7 +204,7 @@ class VramtuiApp(App):
             marks.append("modified")
         if not s.is_valid:
             marks.append("invalid field: showing the last valid estimate")
-        self.sub_title = name + (f" ({'; '.join(marks)})" if marks else "")
+        self.sub_title = safe_line(name + (f" ({'; '.join(marks)})" if marks else ""))
 
     # ------------------------------------------------------------------ edits
 

@@ -80,7 +80,9 @@ def _emit(snapshot: Snapshot, as_json: bool) -> None:
 def _note_error(snapshot: Snapshot, last: list) -> None:
     """The error on stderr, once per distinct reason (a loop does not repeat it every tick)."""
     if snapshot.error and snapshot.error != (last[0] if last else None):
-        print(f"vramtui: note: {snapshot.error}", file=sys.stderr)
+        from vramtui.safe_text import safe_line
+
+        print(f"vramtui: note: {safe_line(snapshot.error)}", file=sys.stderr)
     last[:] = [snapshot.error]
 
 

@@ -84,10 +84,15 @@ class FeedRunner:
 
             self._recorder = Recorder(s.record_path)
         if s.kind == "ssh":
-            from vramtui.feed.ssh import MultiHostFeed
+            from vramtui.feed.ssh import MultiHostFeed, agent_args_for
 
             self._multi = MultiHostFeed(
-                s.hosts, self._on_status, remote_python=s.remote_python, interval=s.interval
+                s.hosts,
+                self._on_status,
+                remote_python=s.remote_python,
+                interval=s.interval,
+                extra_ssh_options=s.ssh_options,
+                agent_args=agent_args_for(s.process_interval),
             )
             for host in self._multi.hosts:
                 self._latest[host] = ("connecting", None, None)

@@ -18,6 +18,7 @@ Plain Python: no Textual here.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -36,6 +37,7 @@ from vramtui.agent import AGENT_PROTOCOL
 from vramtui.feed.poller import DEFAULT_PROCESS_INTERVAL, check_interval
 from vramtui.feed.sample import FeedError, Snapshot, snapshot_from_json, snapshot_to_json
 from vramtui.guarded_read import Unreadable, decode_json
+from vramtui.safe_text import safe_line
 
 CONNECTING = "connecting"
 LIVE = "live"
@@ -753,6 +755,48 @@ def _summary_line(status: HostStatus) -> str:
     return f"{status.host}: {status.state}: {gpus}"
 
 
+def agent_args_for(process_interval: float | None) -> tuple[str, ...]:
+    """The agent's extra flags for a process-poll interval (none for the default)."""
+    if process_interval is not None and float(process_interval) != DEFAULT_PROCESS_INTERVAL:
+        return ("--process-interval", _interval_word(process_interval))
+    return ()
+
+
+class _Terminated(SystemExit):
+    """Raised in the main thread by SIGTERM/SIGHUP so that `finally` stops the ssh children."""
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """While inside: SIGTERM and SIGHUP end the program through `finally` blocks (exit status
+    128 + signal), as Ctrl-C does, instead of killing it at once. The ssh children run in their
+    own sessions (so a Ctrl-C in the terminal reaches us only): without this they would outlive
+    a terminated watcher until their own connect timeout."""
+    installed: dict[int, Any] = {}
+
+    def handler(signum, _frame):
+        for sig in installed:  # a second signal must not interrupt the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        raise _Terminated(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGTERM", "SIGHUP"):
+            sig = getattr(signal, name, None)
+            if sig is not None:
+                try:
+                    installed[sig] = signal.signal(sig, handler)
+                except (OSError, ValueError):
+                    pass
+    try:
+        yield
+    finally:
+        for sig, previous in installed.items():
+            try:
+                signal.signal(sig, previous)
+            except (OSError, ValueError):
+                pass
+
+
 def watch_hosts(args: Any) -> int:
     """`vramtui watch --ssh HOST ...`: stream (or, with --once, collect) every host's feed.
 
@@ -773,14 +817,25 @@ def watch_hosts(args: Any) -> int:
             "--replay plays a local recording; it does not go with --ssh (to replay on a host, "
             "run `python -m vramtui.agent --replay FILE` there)"
         )
-    agent_args: tuple[str, ...] = ()
-    process_interval = getattr(args, "process_interval", None)
-    if process_interval is not None and float(process_interval) != DEFAULT_PROCESS_INTERVAL:
-        agent_args = ("--process-interval", _interval_word(process_interval))
+    agent_args = agent_args_for(getattr(args, "process_interval", None))
 
-    if once:
-        return _watch_once(hosts, remote_python, interval, options, agent_args, as_json)
+    with stop_on_signals():
+        if once:
+            return _watch_once(hosts, remote_python, interval, options, agent_args, as_json)
+        return _watch_stream(
+            hosts, remote_python, interval, options, agent_args, as_json, record_path
+        )
 
+
+def _watch_stream(
+    hosts: list[str],
+    remote_python: str,
+    interval: float,
+    options: list[str],
+    agent_args: tuple[str, ...],
+    as_json: bool,
+    record_path: str | None,
+) -> int:
     import queue
 
     updates: queue.Queue[HostStatus] = queue.Queue()
@@ -819,7 +874,7 @@ def watch_hosts(args: Any) -> int:
             if as_json:
                 print(json.dumps(_status_json(status), separators=(",", ":")), flush=True)
                 continue
-            line = _summary_line(status)
+            line = safe_line(_summary_line(status))
             if shown.get(status.host) != line:  # text: a host's line when it changes
                 shown[status.host] = line
                 print(line, flush=True)
@@ -888,5 +943,5 @@ def _watch_once(
                 print(f"{host}:")
                 print_renderable(snapshot_renderable(status.snapshot))
             else:
-                print(f"{host}: failed: {result[host]['reason']}")
+                print(safe_line(f"{host}: failed: {result[host]['reason']}"))
     return 0 if answered else 1

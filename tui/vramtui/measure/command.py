@@ -113,9 +113,10 @@ def cmd_measure(args, catalog_dir=None) -> int:
         json.dump(out, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return 0
-    from rich.console import Console, Group
+    from rich.console import Group
     from rich.text import Text
 
+    from vramtui.render import SafeConsole
     from vramtui.render_measure import comparisons_table, plan_table
 
     head = Text(result.summary(), style="bold")
@@ -136,5 +137,5 @@ def cmd_measure(args, catalog_dir=None) -> int:
     if shown:
         parts.append(comparisons_table(shown, args.units))
     parts.append(plan_table(staged_plan(new_spec), args.units))
-    Console().print(Group(*parts))
+    SafeConsole().print(Group(*parts))
     return 0

@@ -19,6 +19,7 @@ from vramtui.guarded_read import read_toml
 from vramtui.models.architecture import Architecture
 from vramtui.models.hf_config import architecture_from_hf_config
 from vramtui.paths import builtin_catalog_dir
+from vramtui.safe_text import safe_line
 
 MAX_MODEL_FILE_BYTES = 1 * 2**20  # a model's config tables: a few KiB
 _META_KEYS = {"hub_id", "aliases", "source", "license", "notes", "null_keys"}
@@ -71,7 +72,7 @@ def load_catalog_file(path: Path) -> tuple[Architecture, tuple[str, ...]]:
     for key in ("hub_id", "source", "license"):
         if not isinstance(meta.get(key), str) or not meta[key].strip():
             raise ModelError(f"catalogue file {path} lacks required key meta.{key}")
-    hub_id = meta["hub_id"]
+    hub_id = safe_line(meta["hub_id"])  # shown everywhere: no control character survives
     if path.name != file_name_for(hub_id):
         raise ModelError(
             f"catalogue file {path}: name should be {file_name_for(hub_id)} for hub_id '{hub_id}'"
@@ -80,9 +81,9 @@ def load_catalog_file(path: Path) -> tuple[Architecture, tuple[str, ...]]:
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
         raise ModelError(f"catalogue file {path}: meta.aliases must be a list of names")
     _apply_nulls(config, meta.get("null_keys", []), path)
-    source = f"catalogue file {path.name} ({meta['source']})"
+    source = safe_line(f"catalogue file {path.name} ({meta['source']})")
     arch = architecture_from_hf_config(config, model_id=hub_id, source=source)
-    return arch, tuple(a.lower() for a in aliases)
+    return arch, tuple(safe_line(a).lower() for a in aliases)
 
 
 @lru_cache(maxsize=64)

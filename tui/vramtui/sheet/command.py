@@ -219,8 +219,10 @@ def cmd_sheet(args) -> int:
     if args.output is not None:
         check_writable(args.output)
     sheet = sheet_for_file(args.spec, catalog_dir=args.catalog, today=today)
+    from vramtui.safe_text import safe_line
+
     for problem in sheet.warnings:
-        print(f"vramtui: warning: {problem}", file=sys.stderr)
+        print(f"vramtui: warning: {safe_line(problem)}", file=sys.stderr)
     if args.output is None:
         from vramtui.sheet.markdown import render_markdown
 
@@ -228,5 +230,8 @@ def cmd_sheet(args) -> int:
         return 0
     text = save_sheet(sheet, args.output)
     kind = "HTML" if output_format(args.output) == "html" else "Markdown"
-    print(f"sizing sheet written to {args.output} ({kind}, {text.count(chr(10))} lines)")
+    print(
+        f"sizing sheet written to {safe_line(str(args.output))} ({kind}, "
+        f"{text.count(chr(10))} lines)"
+    )
     return 0

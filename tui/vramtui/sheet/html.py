@@ -5,14 +5,16 @@ It reads in a browser (system fonts, one bounded column) and prints on one A4 or
 two columns at about 7pt with tight tables (`bench/sheet_pages.py` prints every sample and
 counts the pages). Every status is a word inside a bordered label; its colour only repeats the
 word, so the page reads in black and white. A citation keeps its full source as a tooltip.
-Every string is escaped with `html.escape`.
+Every string is escaped with `html.escape`, after its control characters are made visible
+(`vramtui.safe_text`), so no raw ESC or C1 byte reaches the file.
 """
 
 from __future__ import annotations
 
+import html as _html
 import re
-from html import escape
 
+from vramtui.safe_text import safe_line, safe_text
 from vramtui.sheet.blocks import (
     Bullets,
     Cell,
@@ -95,6 +97,11 @@ code { font: .9em ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
   thead { display: table-header-group; }
 }
 """
+
+
+def escape(text: str) -> str:
+    """HTML-escaped text whose control characters show as their escapes (ESC as \\x1b)."""
+    return _html.escape(safe_line(text))
 
 
 SHORT_CELL = 16  # a table cell this short (in characters) is not broken across lines
@@ -202,4 +209,4 @@ def render_html(sheet: Sheet) -> str:
             lines += _block(block)
         lines.append("</section>")
     lines += ["</div>", "</main>", "</body>", "</html>"]
-    return "\n".join(lines) + "\n"
+    return safe_text("\n".join(lines)) + "\n"  # the last line of defence: no raw control byte

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from vramtui.ledger.items import UNKNOWN
+from vramtui.safe_text import safe_line, safe_text
 from vramtui.sheet.blocks import (
     EXCLUDED,
     INVALID,
@@ -43,8 +44,9 @@ _BLOCK_START = re.compile(r"^(\s*)(>|(?:[-+=]|\d+[.)]|#{1,6})(?=\s|$))")
 
 
 def escape(text: str) -> str:
-    """Text that Markdown prints as written, on one line (inner and edge spaces kept)."""
-    text = _SPACE.sub(" ", text)
+    """Text that Markdown prints as written, on one line (inner and edge spaces kept); control
+    characters show as their escapes (ESC as \\x1b), never as raw bytes."""
+    text = _SPACE.sub(" ", safe_line(text))
     text = _ALWAYS.sub(r"\\\1", text)
     text = _TAG.sub(r"\\<", text)
     text = _LINK.sub(r"\\]", text)
@@ -58,7 +60,7 @@ def _line(text: str) -> str:
 
 
 def _code(text: str) -> str:
-    text = " ".join(text.split()).replace("|", "\\|")
+    text = " ".join(safe_line(text).split()).replace("|", "\\|")
     fence = "``" if "`" in text else "`"
     pad = " " if fence == "``" else ""
     return f"{fence}{pad}{text}{pad}{fence}"
@@ -125,4 +127,4 @@ def render_markdown(sheet: Sheet) -> str:
         lines += ["", f"## {escape(section.title)}"]
         for block in section.blocks:
             lines += [""] + _block(block)
-    return "\n".join(lines) + "\n"
+    return safe_text("\n".join(lines)) + "\n"  # the last line of defence: no raw control byte

@@ -152,11 +152,12 @@ def _update_spec(path, spec, reading, advice, args) -> None:
 
 
 def _print(reading, advice) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = Console()
+    from vramtui.render import SafeConsole
+
+    console = SafeConsole()
     if not reading.is_oom:
         console.print(Text(reading.not_oom_reason or "no out-of-memory error in this text"))
         return

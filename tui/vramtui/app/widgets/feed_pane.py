@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Label, Select, Static
 
 from vramtui.ledger.items import STAGE_LABELS
+from vramtui.safe_text import safe_line
 from vramtui.units import format_bytes, format_bytes_readable
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -132,14 +133,14 @@ class FeedPane(Vertical):
     def show(self, source_label: str, statuses: dict, estimate, unit: str, tracker) -> None:
         """`statuses`: host -> (state, reason, snapshot). `estimate`: the spec's Estimate."""
         head = Text()
-        head.append(f"source: {source_label}", style="bold")
+        head.append(f"source: {safe_line(source_label)}", style="bold")
         if tracker.current:
             head.append(f"   marking stage: {STAGE_LABELS[tracker.current]}", style="yellow")
         for host, (state, reason, _) in statuses.items():
-            head.append(f"\n{host}: ")
+            head.append(f"\n{safe_line(host)}: ")
             head.append(state, style=STATE_STYLE.get(state, ""))
             if reason:
-                head.append(f" — {reason}")
+                head.append(f" — {safe_line(reason)}")
         self.query_one("#feed-header", Static).update(head)
 
         per_gpu = estimate.stage_gpu_bytes(estimate.peak_stage) if estimate else ()

@@ -13,6 +13,7 @@ from textual.widgets import Button, DataTable, Input, Label, Select, Static, Tex
 
 from vramtui.triage.phase import PHASES
 from vramtui.render import unit_label
+from vramtui.safe_text import safe_line
 from vramtui.units import format_bytes
 
 
@@ -125,14 +126,15 @@ class TriagePane(Vertical):
         elif not reading.is_oom:
             summary.update(
                 Text(
-                    reading.not_oom_reason or "No out-of-memory error in this text.", style="yellow"
+                    safe_line(reading.not_oom_reason or "No out-of-memory error in this text."),
+                    style="yellow",
                 )
             )
             figures.update("")
         else:
             ev = reading.primary
             text = Text()
-            text.append(f"{ev.framework} out of memory", style="bold red")
+            text.append(safe_line(f"{ev.framework} out of memory"), style="bold red")
             if ev.gpu_index is not None:
                 text.append(f" on GPU {ev.gpu_index}")
             text.append(f" (line {ev.line_no}")
@@ -141,13 +143,13 @@ class TriagePane(Vertical):
             text.append(")\n")
             ph = reading.phase
             text.append(f"stage {ph.phase}: ", style="bold")
-            text.append(f"{ph.reason}")
+            text.append(safe_line(ph.reason))
             if ph.evidence:
-                text.append(f"\nline {ph.line_no}: {ph.evidence}", style="dim")
+                text.append(f"\nline {ph.line_no}: {safe_line(ph.evidence)}", style="dim")
             if advice is not None:
-                text.append(f"\n{advice.deviation}")
+                text.append(f"\n{safe_line(advice.deviation)}")
                 for w in advice.warnings:
-                    text.append(f"\nwarning: {w}", style="yellow")
+                    text.append(f"\nwarning: {safe_line(w)}", style="yellow")
             summary.update(text)
             with phase_select.prevent(Select.Changed):
                 phase_select.value = ph.phase
@@ -160,7 +162,9 @@ class TriagePane(Vertical):
             for key, value in ev.figures.items():
                 shown = f"{value:,} B" if unit == "bytes" else format_bytes(value, unit)
                 ft.add_row(
-                    key.removesuffix("_bytes").replace("_", " "), ev.as_written.get(key, ""), shown
+                    Text(safe_line(key.removesuffix("_bytes").replace("_", " "))),
+                    Text(safe_line(ev.as_written.get(key, ""))),
+                    shown,
                 )
             for key, value in ev.tokens.items():
                 ft.add_row(key.replace("_", " "), "", f"{value:,} tokens")
@@ -177,8 +181,8 @@ class TriagePane(Vertical):
                     r.variable,
                     Text(peak, justify="right"),
                     {True: "yes", False: "no", None: "?"}[r.fits],
-                    Text(r.change, overflow="ellipsis", no_wrap=True),
-                    Text(r.recheck),
+                    Text(safe_line(r.change), overflow="ellipsis", no_wrap=True),
+                    Text(safe_line(r.recheck)),
                 )
         self._show_log(session.spec)
 
