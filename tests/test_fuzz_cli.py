@@ -23,7 +23,7 @@ def test_known_hostile_command_lines(name):
     check_cli_case(KNOWN[name])
 
 
-@fuzz_settings(max_examples=120)
+@fuzz_settings(max_examples=250)
 @given(case=cli_cases())
 def test_cli_fuzz(case):
     check_cli_case(case)

@@ -36,19 +36,19 @@ def test_known_hostile_measure_files(name):
     check_measure_text(KNOWN_MEASURE[name])
 
 
-@fuzz_settings(max_examples=40)
+@fuzz_settings(max_examples=60)
 @given(files=catalog_dirs())
 def test_user_catalogue_fuzz(files):
     check_catalog_files(files)
 
 
-@fuzz_settings(max_examples=150)
+@fuzz_settings(max_examples=300)
 @given(text=triage_texts())
 def test_triage_reader_fuzz(text):
     check_triage_text(text)
 
 
-@fuzz_settings(max_examples=150)
+@fuzz_settings(max_examples=300)
 @given(text=measure_texts())
 def test_measure_importers_fuzz(text):
     check_measure_text(text)

@@ -38,19 +38,19 @@ def test_spec_file_that_is_not_utf8():
     assert check_spec_bytes(b'schema_version = 1\nname = "\xff"\n') == "error"
 
 
-@fuzz_settings(max_examples=150)
+@fuzz_settings(max_examples=400)
 @given(data=spec_dicts())
 def test_spec_from_dict_fuzz(data):
     check_spec_data(data)
 
 
-@fuzz_settings(max_examples=150)
+@fuzz_settings(max_examples=300)
 @given(text=spec_texts())
 def test_loads_spec_fuzz(text):
     check_spec_text(text)
 
 
-@fuzz_settings(max_examples=40)
+@fuzz_settings(max_examples=60)
 @given(raw=spec_bytes())
 def test_load_spec_file_fuzz(raw):
     check_spec_bytes(raw)
