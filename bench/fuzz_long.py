@@ -3,7 +3,9 @@
 Runs the same checks as `tests/test_fuzz_*.py` (from `tests/fuzz_support.py`): the spec parser
 (as data, as TOML text, as a file of bytes) with the ledger and shortlist on every spec it
 accepts, the user catalogue loader, the triage reader, the measure importers, the CLI in
-process, and draft recovery when `tests/test_fuzz_drafts.py` provides `check_draft_bytes`.
+process, and draft recovery when `tests/test_fuzz_drafts.py` provides
+`check_draft_bytes(data, state_dir)` (fed by its `draft_bytes` strategy if it has one, else by
+mutated spec bytes).
 The issue's known hostile values run first in each area. Every case either passes or is counted
 as a failure by kind (exception type, `hang` for > 5 s, `esc-in-output`, ...) with the shortest
 input seen for each distinct failure.

@@ -6,7 +6,7 @@ Property: main() returns 0, 1, 2 or 3 (argparse's own usage errors exit 2), prin
 traceback, every stderr line starts with `vramtui:`, no ESC byte reaches stdout or stderr,
 and no run takes more than 5 s.
 
-The whole fuzz suite (test_fuzz_*.py): see the figure in tests/fuzz_support.py's budget note.
+The whole fuzz suite's budget and measured time: tests/fuzz_support.py's docstring.
 """
 
 import pytest

@@ -38,7 +38,7 @@ def test_spec_file_that_is_not_utf8():
     assert check_spec_bytes(b'schema_version = 1\nname = "\xff"\n') == "error"
 
 
-@fuzz_settings(max_examples=400)
+@fuzz_settings(max_examples=800)
 @given(data=spec_dicts())
 def test_spec_from_dict_fuzz(data):
     check_spec_data(data)
