@@ -143,7 +143,7 @@ class AreaStats:
 
 
 def _outcome_key(label: str) -> str:
-    """Outcome labels without their counts: "exit 2", "valid", "error", "3 measured" -> "measured"."""
+    """Outcome labels without their counts ("3 measured" -> "measured"; "exit 2" stays)."""
     parts = []
     for piece in str(label).split("; "):
         words = [w for w in piece.split() if not w.isdigit()]

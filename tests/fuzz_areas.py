@@ -193,7 +193,10 @@ def check_spec_bytes(raw: bytes) -> str:
 def catalog_files() -> dict[str, dict[str, str]]:
     """Built-in catalogue texts by folder (gpus, offers, models) and file name."""
     return {
-        folder: {p.name: p.read_text(encoding="utf-8") for p in sorted((CATALOG / folder).glob("*.toml"))}
+        folder: {
+            p.name: p.read_text(encoding="utf-8")
+            for p in sorted((CATALOG / folder).glob("*.toml"))
+        }
         for folder in ("gpus", "offers", "models")
     }
 
@@ -486,12 +489,12 @@ def measure_texts(draw):
         elif op == "insert":
             number = draw(st.sampled_from(["1e308", "9" * 5000, "nan", "-1", "inf",
                                            "18446744073709551616"]))
+            head = "INFO 08-20 10:15:30 "
             lines.insert(i, draw(st.sampled_from([
-                f"INFO 08-20 10:15:30 [gpu_worker.py:276] Available KV cache memory: {number} GiB\n",
-                f"INFO 08-20 10:15:30 [kv_cache_utils.py:849] GPU KV cache size: {number} tokens\n",
-                f"INFO 08-20 10:15:20 [gpu_model_runner.py:1953] Model loading took {number} GiB "
-                "and 2.1 seconds\n",
-                f"(VllmWorker rank={number} pid=1) INFO 08-20 [x.py:1] Using max model len {number}\n",
+                f"{head}[gpu_worker.py:276] Available KV cache memory: {number} GiB\n",
+                f"{head}[kv_cache_utils.py:849] GPU KV cache size: {number} tokens\n",
+                f"{head}[gpu_model_runner.py:1953] Model loading took {number} GiB and 2.1 s\n",
+                f"(VllmWorker rank={number} pid=1) {head}[x.py:1] Using max model len {number}\n",
                 "\x1b]52;c;aGk=\x07\n",
             ])))
     return "".join(lines)
@@ -513,7 +516,7 @@ def measure_specs():
 
 
 def check_measure_text(text: str) -> str:
-    """The importers on `text`: measurements, or a one-line VramtuiError; then merged + estimated."""
+    """The importers on `text`: measurements or a one-line VramtuiError; then merged, estimated."""
     from vramtui.ledger import estimate
     from vramtui.measure.importer import merge_measurements, read_measurements_text
     from vramtui.measure.vllm_log import looks_like_vllm_log, parse_vllm_log
@@ -699,6 +702,15 @@ def known_measure_texts() -> dict[str, str]:
     }
 
 
+def _escaped_offer() -> dict[str, bytes]:
+    """A user copy of a built-in offer whose provider and title hold OSC 52 and CSI 2J."""
+    name = "sample-b-h100-sxm-x1.toml"
+    text = catalog_files()["offers"][name]
+    text = text.replace('provider = "sample-cloud-b"', 'provider = "\\u001b]52;c;aGk=\\u0007b"')
+    text = text.replace('title = "1 x H100 SXM 80 GB"', 'title = "\\u001b[2J\\u001b[H1 x H100"')
+    return {f"offers/{name}": text.encode()}
+
+
 def known_cli_cases() -> dict[str, CliCase]:
     simple = ["estimate", "--params", "7e9", "--bits", "16", "--headroom-gib"]
     return {
@@ -713,12 +725,10 @@ def known_cli_cases() -> dict[str, CliCase]:
                                     {"offers/x.toml": b'id = "\xff"\n'}),
         "catalog-deep": CliCase(["gpus", "--catalog", "{tmp}"],
                                 {"gpus/x.toml": b"x = " + b"[" * 5000 + b"]" * 5000}),
+        "catalog-provider-escapes": CliCase(["offers", "--catalog", "{tmp}"], _escaped_offer()),
         "catalog-title-escapes": CliCase(
-            ["offers", "--catalog", "{tmp}"],
-            {"offers/sample-b-h100-sxm-x1.toml": catalog_files()["offers"][
-                "sample-b-h100-sxm-x1.toml"].replace(
-                'title = "1 x H100 SXM 80 GB"', 'title = "\\u001b]52;c;aGk=\\u0007\\u001b[2J"'
-            ).encode()},
+            ["shortlist", "--catalog", "{tmp}", "--detail", "sample-b-h100-sxm-x1"],
+            _escaped_offer(),
         ),
     }
 
