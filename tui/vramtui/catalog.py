@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtui.errors import CatalogError, UnitsError
+from vramtui.fsutil import is_dir, user_path
 from vramtui.paths import builtin_catalog_dir
 from vramtui.safe_text import safe_line, safe_text
 from vramtui.units import parse_bytes
@@ -463,15 +464,15 @@ def load_catalog(user_dir: Path | str | None = None, use_user_config: bool = Tru
     """
     gpus, offers = (dict(x) for x in _builtin())
     directory = (
-        Path(user_dir).expanduser()
+        user_path(user_dir)
         if user_dir
         else (user_catalog_dir() if use_user_config else None)
     )
     problems: list[str] = []
-    if user_dir and not directory.is_dir():
+    if user_dir and not is_dir(directory):
         problems.append(f"catalogue directory {directory} does not exist; built-ins only")
         directory = None
-    if directory is not None and directory.is_dir():
+    if directory is not None and is_dir(directory):
         for path in sorted((directory / "gpus").glob("*.toml")):
             try:
                 g = parse_gpu(_read_toml(path), path)
@@ -495,7 +496,7 @@ def load_catalog(user_dir: Path | str | None = None, use_user_config: bool = Tru
 def _problem_line(path: Path, exc: CatalogError) -> str:
     """The warning for a skipped user file: its full path, then the problem."""
     text = str(exc)
-    if text.startswith(f"{path.name}:") or text.startswith(f"{path.name} "):
+    if text.startswith((f"{path.name}:", f"{path.name} ")):
         return f"{path.parent}/{text}"
     return f"{path}: {text}"
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from vramtui import __version__
 from vramtui.errors import VramtuiError
+from vramtui.fsutil import user_path
 
 TASK_CHOICES = ("inference", "full_finetune", "lora", "qlora")
 UNIT_CHOICES = ("gib", "gb", "mib", "bytes")
@@ -335,7 +336,7 @@ def _catalog_dir(args) -> Path | None:
     """The user's models/ directory, searched before the built-in model catalogue."""
     if not getattr(args, "catalog", None):
         return None
-    models = Path(args.catalog).expanduser() / "models"
+    models = user_path(args.catalog) / "models"
     return models if models.is_dir() else None
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramtui.errors import VramtuiError
+from vramtui.fsutil import user_path
 from vramtui.guarded_read import read_toml
 from vramtui.safe_text import safe_line
 
@@ -78,7 +79,7 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
     catalog_dir = None
     if catalog is not None:
         if isinstance(catalog, str) and catalog.strip():
-            catalog_dir = Path(catalog).expanduser()
+            catalog_dir = user_path(catalog)
         else:
             warnings.append(f"{source}: catalog_dir must be a path string; ignored")
     keymap: dict[str, str] = {}

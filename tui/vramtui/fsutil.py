@@ -68,3 +68,33 @@ def fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def user_path(text: str | os.PathLike[str]) -> Path:
+    """A path as the user typed it, with `~` expanded where that is possible.
+
+    `~name` for a user that does not exist (or a home that cannot be found) stays as typed, so
+    the caller's "not found" message names it, instead of `expanduser` raising RuntimeError.
+    """
+    path = Path(text)
+    try:
+        return path.expanduser()
+    except (RuntimeError, KeyError, OSError, ValueError):
+        return path
+
+
+def is_dir(path: Path) -> bool:
+    """`path.is_dir()` that answers False where the OS refuses the name itself (too long, an
+    embedded NUL byte) instead of raising."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def is_file(path: Path) -> bool:
+    """`path.is_file()` that answers False where the OS refuses the name itself."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False

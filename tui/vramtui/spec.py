@@ -574,6 +574,11 @@ def _show(value: Any) -> str:
         return "a table"
     if isinstance(value, bool):
         return f"boolean {'true' if value else 'false'}"
+    if isinstance(value, int) and value.bit_length() > 128:
+        sign = "-" if value < 0 else ""
+        return f"{kind} {sign}(about {int(abs(value).bit_length() * 0.30103) + 1} digits)"
+    if isinstance(value, (list, tuple)):
+        return f"{kind} of {len(value)} items"
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
@@ -606,7 +611,9 @@ class _Table:
     """One table of the raw dict, with its key path prefix and the source file for messages."""
 
     def __init__(self, data: Mapping[str, Any], path: str, source: str, schema: str | None = None):
-        self.data = data
+        # TOML has no null: a None value (from a dict built in code, such as the app's form)
+        # means the key is absent, so the stated default applies or "required" is reported.
+        self.data = {k: v for k, v in data.items() if v is not None}
         self.path = path  # "lengths", "task.lora", "quality[0]", "" for the top level
         self.schema = path if schema is None else schema  # key into SCHEMA_KEYS / _EXAMPLES
         self.source = source

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vramtui.fsutil import user_path
 from vramtui.spec import Spec, load_spec, spec_from_dict, spec_to_dict
 
 # Stated defaults when --task switches a spec to training (printed in `estimate --help`).
@@ -22,7 +23,7 @@ def load_base_spec(path: str | None) -> tuple[Spec, Path | None]:
         from vramtui.builtin_specs import seed_example_spec
 
         return seed_example_spec(), None
-    p = Path(path).expanduser()
+    p = user_path(path)
     return load_spec(p), p.resolve().parent
 
 

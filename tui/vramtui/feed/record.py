@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Self
 
 from vramtui.feed.sample import FeedError, Snapshot, one_line, snapshot_from_json, snapshot_to_json
+from vramtui.fsutil import user_path
 from vramtui.guarded_read import Unreadable, decode_json
 
 FORMAT_VERSION = 1
@@ -52,7 +53,7 @@ class Recorder:
     empty file (host: `host`, else that snapshot's host; started: its time)."""
 
     def __init__(self, path, host: str | None = None):
-        self.path = Path(path).expanduser()
+        self.path = user_path(path)
         self.host = host
         self.lines = 0
         self._needs_header = self._prepare()
@@ -145,7 +146,7 @@ def iter_recording(path) -> tuple[dict, Iterator[Snapshot]]:
     """The header, and an iterator over the snapshots read lazily (a recording can be long).
     FeedError for a missing file, a bad header, or a malformed line other than a truncated
     last one (a line without its newline at the end of the file)."""
-    path = Path(path).expanduser()
+    path = user_path(path)
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed by the iterator
     except OSError as exc:

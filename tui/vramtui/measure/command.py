@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
+
+from vramtui.fsutil import user_path
 
 MEASURE_EPILOG = """\
 FILE is a vramtui probe file (JSON lines written by `vramtui.probe` or its Trainer callback)
@@ -76,13 +77,13 @@ def cmd_measure(args, catalog_dir=None) -> int:
         )
         result = read_measurements_text(text, spec, source="standard input")
     else:
-        result = read_measurements(Path(args.file).expanduser(), spec)
+        result = read_measurements(user_path(args.file), spec)
     new_spec, added = merge_measurements(spec, result.measurements)
     arch, checkpoint = resolve_model(new_spec.model, base_dir, catalog_dir)
     est = estimate(new_spec, arch, checkpoint)
     if args.spec:
         if added:
-            save_spec(new_spec, Path(args.spec).expanduser())
+            save_spec(new_spec, user_path(args.spec))
     elif result.measurements:
         result.warnings.insert(
             0,

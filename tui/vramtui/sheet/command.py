@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vramtui.errors import VramtuiError
+from vramtui.fsutil import user_path
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 HTML_SUFFIXES = (".html", ".htm")
@@ -50,7 +51,7 @@ def output_format(output: str | os.PathLike[str] | None) -> str:
 
 def check_writable(output: str | os.PathLike[str]) -> Path:
     """The output path, after checking its directory can take it (before any work is done)."""
-    path = Path(output).expanduser()
+    path = user_path(output)
     directory = path.parent
     if path.is_dir():
         raise SheetError(
@@ -93,7 +94,7 @@ def build_sheet_inputs(
     from vramtui.spec_overrides import load_base_spec
 
     spec, base_dir = load_base_spec(str(spec_path))
-    models = Path(catalog_dir).expanduser() / "models" if catalog_dir else None
+    models = user_path(catalog_dir) / "models" if catalog_dir else None
     arch, checkpoint = resolve_model(
         spec.model, base_dir, models if models is not None and models.is_dir() else None
     )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from vramtui.errors import SpecError
+from vramtui.fsutil import user_path
 from vramtui.units import format_bytes
 
 EXIT_NO_OOM = 3
@@ -28,7 +28,7 @@ def read_log_text(source: str) -> str:
             )
         fix = f"pipe its tail instead (... | tail -c {tail} | vramtui triage -)"
         return read_capped("-", error=SpecError, what="log", cap=cap, too_big_fix=fix)
-    path = Path(source).expanduser()
+    path = user_path(source)
     return read_capped(
         path,
         error=SpecError,
@@ -108,7 +108,7 @@ def cmd_triage(args) -> int:
         from vramtui.spec import load_spec
         from vramtui.triage.advice import advise
 
-        spec_path = Path(args.spec).expanduser()
+        spec_path = user_path(args.spec)
         spec = load_spec(spec_path)
         arch, checkpoint = resolve_model(spec.model, spec_path.resolve().parent)
         catalog = load_catalog(args.catalog)
@@ -124,7 +124,7 @@ def cmd_triage(args) -> int:
     if not reading.is_oom:
         return EXIT_NO_OOM
     if advice is not None and (args.apply or args.record_measured):
-        _update_spec(Path(args.spec).expanduser(), spec, reading, advice, args)
+        _update_spec(user_path(args.spec), spec, reading, advice, args)
     return 0
 
 
