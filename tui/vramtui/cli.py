@@ -412,6 +412,7 @@ def cmd_shortlist(args) -> int:
     import datetime
 
     from vramtui.errors import SpecError
+    from vramtui.limits import MAX_DAYS
     from vramtui.shortlist import shortlist, shortlist_to_dict
 
     today = None
@@ -422,8 +423,11 @@ def cmd_shortlist(args) -> int:
             raise SpecError(
                 f"--today must be a date such as 2026-12-10, got {args.today!r}"
             ) from None
-    if args.days is not None and not (0 < args.days < 10_000):
-        raise SpecError(f"--days must be a positive number of days, got {args.days:g}")
+    if args.days is not None and not (0 < args.days <= MAX_DAYS):  # NaN fails too
+        raise SpecError(
+            f"--days must be a positive number of days, at most vramtui's limit of "
+            f"{MAX_DAYS:,}, got {args.days:g}; give a campaign of 1 to {MAX_DAYS:,} days"
+        )
     spec, arch, est = _spec_and_estimate(args)
     catalog = _load_catalog(args)
     sl = shortlist(spec, est, catalog, arch=arch, days=args.days, today=today)
