@@ -530,6 +530,15 @@ def _simple_mode(args) -> int:
         raise SpecError("--params, --bits and --headroom-gib must be finite numbers")
     if params <= 0 or args.bits <= 0 or args.headroom_gib < 0:
         raise SpecError("--params and --bits must be > 0 and --headroom-gib >= 0")
+    from vramtui import limits
+
+    for flag, value, limit in (
+        ("--params", params, limits.MAX_PARAMS),
+        ("--bits", args.bits, limits.MAX_BITS),
+        ("--headroom-gib", args.headroom_gib, limits.MAX_GIB),
+    ):
+        if value > limit:
+            raise SpecError(limits.above_limit(flag, value, limit))
     simple = simple_estimate(round(params), args.bits, args.headroom_gib)
     if args.json:
         from vramtui.ledger.report import simple_to_dict

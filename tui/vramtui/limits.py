@@ -45,6 +45,7 @@ MAX_EXPERTS = 100_000  # num_local_experts, experts per token
 
 # Feed replay: the longest pause between two recorded snapshots that is replayed as a wait
 MAX_REPLAY_GAP_S = 3600.0
+MAX_POLL_INTERVAL_S = 3600.0  # watch --interval, --process-interval
 
 
 def is_finite_number(value: object) -> bool:
@@ -57,8 +58,9 @@ def is_finite_number(value: object) -> bool:
 def show_number(value: float) -> str:
     """A number for a message, short even when huge (no overflow, no 4,300-digit string)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**16:
-        digits = len(str(abs(value))) if abs(value) < 10**4000 else None
-        return f"a {digits}-digit number" if digits else "a number of over 4,000 digits"
+        if abs(value) < 10**300:
+            return f"{float(value):.6g}"
+        return "a number of over 300 digits"
     if isinstance(value, float):
         return f"{value:.6g}"
     return f"{value:,}" if isinstance(value, int) else str(value)
