@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from vramtui import __version__
-from vramtui.errors import SpecError
 from vramtui.catalog import Catalog, Gpu, Offer, Plan
+from vramtui.errors import SpecError
 from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import STAGE_LABELS, Estimate
 from vramtui.limits import MAX_DAYS

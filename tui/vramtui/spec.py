@@ -1045,9 +1045,7 @@ def _parse_lengths(root: _Table, kind: str) -> Lengths:
                 maximum=limits.MAX_SEQ_TOKENS,
             ),
         )
-    seq_len = t.integer(
-        "seq_len", required=True, why=why, minimum=1, maximum=limits.MAX_SEQ_TOKENS
-    )
+    seq_len = t.integer("seq_len", required=True, why=why, minimum=1, maximum=limits.MAX_SEQ_TOKENS)
     return Lengths(seq_len=seq_len)
 
 

@@ -21,9 +21,7 @@ def estimate_to_dict(est: Estimate, spec=None) -> dict:
                 "status": item.status,
                 "bytes": None if item.is_unknown else item.max_bytes,
                 "stage_bytes": dict(item.stage_bytes) if not item.is_unknown else None,
-                "per_gpu_group_max_bytes": None
-                if item.is_unknown
-                else _group_max(item, est),
+                "per_gpu_group_max_bytes": None if item.is_unknown else _group_max(item, est),
                 "stages": list(item.stages),
                 "placement": item.distribution.description,
                 "basis": item.basis,
