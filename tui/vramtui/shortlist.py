@@ -135,7 +135,10 @@ def cheapest_cover(plans: tuple[Plan, ...], hours: int) -> Cost | None:
         i: min(steps[j] // math.gcd(steps[i], steps[j]) for j in order[: order.index(i)])
         for i in order[1:]
     }
-    if math.prod(bounds.values()) <= _MAX_COMBINATIONS:
+    combinations = math.prod(bounds.values())
+    if hours * len(plans) <= min(combinations, _MAX_COMBINATIONS):  # short: the table is cheaper
+        total, counts = _cover_table(plans, steps, hours)
+    elif combinations <= _MAX_COMBINATIONS:
         total, counts = _cover_by_combinations(plans, steps, b, bounds, hours)
     else:
         spare = sum((n - 1) * steps[i] for i, n in bounds.items())
