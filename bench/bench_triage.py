@@ -6,6 +6,9 @@ lines, DeepSpeed and Python logging lines) with (a) one PyTorch OOM traceback at
 Prints MB/s per size; the MB/s staying flat from 5 to 50 MB is what "linear" means here.
 A third case is hostile: 5 MB of near-miss text ("Tried to allocate " with no number, 19,000
 digits on one line, unterminated ANSI escapes) to show no pattern backtracks for long.
+A log repeating one OOM line with no end marker is timed by bench/bench_bounds.py
+(2,000 lines: 48.3 s before continuation gathering stopped at a new message, 0.12 s after;
+bench/results/bounds-2026-12-03.txt).
 
     PYTHONPATH=tui python bench/bench_triage.py [--sizes 5 25 50] [--repeat 3]
 """

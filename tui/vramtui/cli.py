@@ -418,6 +418,7 @@ def cmd_shortlist(args) -> int:
     import datetime
 
     from vramtui.errors import SpecError
+    from vramtui.limits import MAX_DAYS
     from vramtui.shortlist import shortlist, shortlist_to_dict
 
     today = None
@@ -428,8 +429,11 @@ def cmd_shortlist(args) -> int:
             raise SpecError(
                 f"--today must be a date such as 2026-12-10, got {args.today!r}"
             ) from None
-    if args.days is not None and not (0 < args.days < 10_000):
-        raise SpecError(f"--days must be a positive number of days, got {args.days:g}")
+    if args.days is not None and not (0 < args.days <= MAX_DAYS):  # NaN fails too
+        raise SpecError(
+            f"--days must be a positive number of days, at most vramtui's limit of "
+            f"{MAX_DAYS:,}, got {args.days:g}; give a campaign of 1 to {MAX_DAYS:,} days"
+        )
     spec, arch, est = _spec_and_estimate(args)
     catalog = _load_catalog(args)
     sl = shortlist(spec, est, catalog, arch=arch, days=args.days, today=today)
@@ -532,6 +536,15 @@ def _simple_mode(args) -> int:
         raise SpecError("--params, --bits and --headroom-gib must be finite numbers")
     if params <= 0 or args.bits <= 0 or args.headroom_gib < 0:
         raise SpecError("--params and --bits must be > 0 and --headroom-gib >= 0")
+    from vramtui import limits
+
+    for flag, value, limit in (
+        ("--params", params, limits.MAX_PARAMS),
+        ("--bits", args.bits, limits.MAX_BITS),
+        ("--headroom-gib", args.headroom_gib, limits.MAX_GIB),
+    ):
+        if value > limit:
+            raise SpecError(limits.above_limit(flag, value, limit))
     simple = simple_estimate(round(params), args.bits, args.headroom_gib)
     if args.json:
         from vramtui.ledger.report import simple_to_dict

@@ -124,7 +124,10 @@ def totals_table(est: Estimate, unit: str = "gib") -> Table:
     )
     if multi:
         worst = est.peak_stage
-        per_gpu = ", ".join(_fmt(b, unit) for b in est.stage_gpu_bytes(worst))
+        per_gpu = "; ".join(
+            f"{g.label}: {_fmt(b, unit)}"
+            for g, b in zip(est.gpu_groups, est.stage_group_bytes(worst), strict=True)
+        )
         totals.add_row(f"per GPU at {STAGE_LABELS[worst]}", "", per_gpu)
     if est.measurements:
         totals.add_row(

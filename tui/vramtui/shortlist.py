@@ -10,6 +10,7 @@ about speed.
 from __future__ import annotations
 
 import datetime
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -17,8 +18,10 @@ from functools import lru_cache
 
 from vramtui import __version__
 from vramtui.catalog import Catalog, Gpu, Offer, Plan
+from vramtui.errors import SpecError
 from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import STAGE_LABELS, Estimate
+from vramtui.limits import MAX_DAYS
 from vramtui.units import format_bytes
 
 FIT = "fit"
@@ -106,26 +109,86 @@ class Shortlist:
 # ------------------------------------------------------------------------------------- cost
 
 
+# Enumerate at most this many combinations of the other plans; beyond, price by table.
+_MAX_COMBINATIONS = 50_000
+
+
 @lru_cache(maxsize=4096)
 def cheapest_cover(plans: tuple[Plan, ...], hours: int) -> Cost | None:
-    """The cheapest combination of plan purchases whose hours cover `hours` (one currency)."""
+    """The cheapest combination of plan purchases whose hours cover `hours` (one currency);
+    among equal costs, the fewest purchases.
+
+    Closed form in the campaign length. Order the plans by price per hour (then longest
+    first). Exchange argument: lcm(h_i, h_j) hours bought as plan i can be bought as a better
+    plan j for no more money and no more purchases, so some optimum buys each plan i fewer
+    than h_j / gcd(h_i, h_j) times for every better j. The best plan b covers the rest
+    arithmetically: the work depends on the plans, never on the number of days.
+    """
     if not plans:
         return None
     currency = plans[0].currency
     plans = tuple(p for p in plans if p.currency == currency)
-    # best[h]: (cost, purchase counts) covering at least h hours
-    best: list[tuple[float, tuple[int, ...]]] = [(0.0, (0,) * len(plans))]
-    for h in range(1, hours + 1):
-        options = []
-        for i, p in enumerate(plans):
-            prev_cost, prev_counts = best[max(0, h - math.ceil(p.hours))]
-            counts = tuple(c + (1 if j == i else 0) for j, c in enumerate(prev_counts))
-            options.append((round(prev_cost + p.price, 6), counts))
-        best.append(min(options, key=lambda o: (o[0], sum(o[1]))))
-    total, counts = best[hours]
+    steps = [max(1, math.ceil(p.hours)) for p in plans]
+    order = sorted(range(len(plans)), key=lambda i: (plans[i].price / steps[i], -steps[i], i))
+    b = order[0]
+    bounds = {
+        i: min(steps[j] // math.gcd(steps[i], steps[j]) for j in order[: order.index(i)])
+        for i in order[1:]
+    }
+    combinations = math.prod(bounds.values())
+    if hours * len(plans) <= min(combinations, _MAX_COMBINATIONS):  # short: the table is cheaper
+        total, counts = _cover_table(plans, steps, hours)
+    elif combinations <= _MAX_COMBINATIONS:
+        total, counts = _cover_by_combinations(plans, steps, b, bounds, hours)
+    else:
+        spare = sum((n - 1) * steps[i] for i, n in bounds.items())
+        bulk = max(0, (hours - spare) // steps[b] - 1)  # plan-b purchases an optimum makes
+        rest_cost, counts = _cover_table(plans, steps, hours - bulk * steps[b])
+        counts[b] += bulk
+        total = rest_cost + bulk * plans[b].price
     purchases = tuple((p.name, n) for p, n in zip(plans, counts) if n)
     covered = sum(p.hours * n for p, n in zip(plans, counts))
     return Cost(round(total, 2), currency, purchases, covered)
+
+
+def _cover_by_combinations(plans, steps, b, bounds, hours) -> tuple[float, list]:
+    """Every bounded combination of the other plans, topped up with plan b: cost, counts."""
+    others = sorted(bounds)
+    best = None
+    for combo in itertools.product(*(range(bounds[i]) for i in others)):
+        covered = sum(n * steps[i] for n, i in zip(combo, others))
+        n_b = max(0, -(-(hours - covered) // steps[b]))
+        cost = sum(n * plans[i].price for n, i in zip(combo, others)) + n_b * plans[b].price
+        key = (round(cost, 6), sum(combo) + n_b)
+        if best is None or key < best[0]:
+            best = (key, cost, combo, n_b)
+    _, cost, combo, n_b = best
+    counts = [0] * len(plans)
+    for n, i in zip(combo, others):
+        counts[i] = n
+    counts[b] = n_b
+    return cost, counts
+
+
+def _cover_table(plans: tuple[Plan, ...], steps: list[int], hours: int) -> tuple[float, list]:
+    """Cheapest cover of `hours` by table (fewest purchases among equal costs): cost, counts."""
+    cost = [0.0] * (hours + 1)
+    count = [0] * (hours + 1)
+    pick = [-1] * (hours + 1)
+    for h in range(1, hours + 1):
+        best = None
+        for i, p in enumerate(plans):
+            prev = max(0, h - steps[i])
+            option = (round(cost[prev] + p.price, 6), count[prev] + 1, i)
+            if best is None or option[:2] < best[:2]:
+                best = option
+        cost[h], count[h], pick[h] = best
+    counts = [0] * len(plans)
+    h = hours
+    while h > 0:
+        counts[pick[h]] += 1
+        h = max(0, h - steps[pick[h]])
+    return cost[hours], counts
 
 
 # ---------------------------------------------------------------------------- requirements
@@ -538,7 +601,10 @@ def schedule_requirement(spec, offer: Offer, days: float, today: datetime.date):
             f"needed by {c.start_by}",
             ev,
         )
-    end = ready + datetime.timedelta(days=days)
+    try:
+        end = ready + datetime.timedelta(days=days)
+    except OverflowError:  # a campaign that runs past the year 9999
+        end = datetime.date.max
     if s.available_until is not None and s.available_until < end:
         return Requirement(
             "schedule",
@@ -640,6 +706,11 @@ def shortlist(
         days, days_source = spec.campaign.days, "campaign.days in the spec"
     else:
         days, days_source = 1.0, "no campaign length given: priced for 1 day"
+    if not 0 < days <= MAX_DAYS:  # NaN fails too
+        raise SpecError(
+            f"the campaign length must be more than 0 and at most vramtui's limit of "
+            f"{MAX_DAYS:,} days, got {days:g} ({days_source}); give a shorter campaign"
+        )
     hours = max(1, math.ceil(days * 24))
     scope = (
         f"spec '{spec.name or est.model_label}': {est.model_label}, {spec.task.kind}, "

@@ -31,6 +31,7 @@ from typing import Any
 
 import tomli_w
 
+from vramtui import limits
 from vramtui.errors import SpecError
 from vramtui.models.architecture import GROUPS, Architecture
 from vramtui.safe_text import has_unsafe, safe_line, safe_text
@@ -682,7 +683,13 @@ class _Table:
     # -- typed getters: None when absent and not required -------------------------------------
 
     def integer(
-        self, name: str, *, required: bool = False, why: str = "", minimum: int | None = None
+        self,
+        name: str,
+        *,
+        required: bool = False,
+        why: str = "",
+        minimum: int | None = None,
+        maximum: int | None = None,
     ) -> int | None:
         value = self._get(name, required, why)
         if value is None:
@@ -691,9 +698,17 @@ class _Table:
             raise self.wrong_type(name, "an integer", value)
         if minimum is not None and value < minimum:
             raise self.out_of_range(name, f">= {minimum}", value, f"set it to {minimum} or more")
+        self._at_most(name, value, maximum)
         return value
 
-    def number(self, name: str, *, required: bool = False, why: str = "") -> float | int | None:
+    def number(
+        self,
+        name: str,
+        *,
+        required: bool = False,
+        why: str = "",
+        maximum: float | None = None,
+    ) -> float | int | None:
         value = self._get(name, required, why)
         if value is None:
             return None
@@ -701,7 +716,16 @@ class _Table:
             raise self.wrong_type(name, "a number", value)
         if isinstance(value, float) and not math.isfinite(value):
             raise self.out_of_range(name, "a finite number", value, "write a plain number")
+        self._at_most(name, value, maximum)
         return value
+
+    def _at_most(self, name: str, value: float, maximum: float | None) -> None:
+        """Refuse a value above vramtui's limit (vramtui.limits), naming the limit."""
+        if maximum is not None and value > maximum:
+            raise _fail(
+                f"{self.key(name)} = {limits.show_number(value)} is above vramtui's limit of {maximum:,} "
+                f"({self.source}); set it to {maximum:,} or less"
+            )
 
     def boolean(self, name: str, *, required: bool = False, why: str = "") -> bool | None:
         value = self._get(name, required, why)
@@ -854,7 +878,7 @@ def _parse_model(root: _Table) -> ModelRef:
 
 
 def _parse_params(t: _Table) -> int | None:
-    value = t.number("params")
+    value = t.number("params", maximum=limits.MAX_PARAMS)
     if value is None:
         return None
     if value <= 0:
@@ -886,8 +910,8 @@ def _parse_task(root: _Table) -> Task:
         "lora", required=True, why=f"for task.kind '{kind}'", hint=" with rank and targets"
     )
     lt.check_keys()
-    rank = lt.integer("rank", required=True, minimum=1)
-    alpha = lt.number("alpha")
+    rank = lt.integer("rank", required=True, minimum=1, maximum=limits.MAX_LORA_RANK)
+    alpha = lt.number("alpha", maximum=limits.MAX_LORA_ALPHA)
     if alpha is not None and alpha <= 0:
         raise lt.out_of_range(
             "alpha", "> 0", alpha, "set the LoRA scaling alpha, e.g. alpha = 32, or remove it"
@@ -976,7 +1000,7 @@ def _parse_weights(root: _Table, kind: str) -> Weights:
             bits,
             "use 4 for the usual gptq/awq checkpoints",
         )
-    group_size = t.integer("group_size")
+    group_size = t.integer("group_size", maximum=limits.MAX_GROUP_SIZE)
     if group_size is not None and group_size != -1 and group_size < 1:
         raise t.out_of_range(
             "group_size", "-1 (per channel) or a positive size", group_size, "e.g. group_size = 128"
@@ -1051,10 +1075,19 @@ def _parse_lengths(root: _Table, kind: str) -> Lengths:
     _kind_rule(t, "generated_tokens", inference, kind, "training tasks use lengths.seq_len")
     if inference:
         return Lengths(
-            prompt_tokens=t.integer("prompt_tokens", required=True, why=why, minimum=1),
-            generated_tokens=t.integer("generated_tokens", required=True, why=why, minimum=0),
+            prompt_tokens=t.integer(
+                "prompt_tokens", required=True, why=why, minimum=1, maximum=limits.MAX_SEQ_TOKENS
+            ),
+            generated_tokens=t.integer(
+                "generated_tokens",
+                required=True,
+                why=why,
+                minimum=0,
+                maximum=limits.MAX_SEQ_TOKENS,
+            ),
         )
-    return Lengths(seq_len=t.integer("seq_len", required=True, why=why, minimum=1))
+    seq_len = t.integer("seq_len", required=True, why=why, minimum=1, maximum=limits.MAX_SEQ_TOKENS)
+    return Lengths(seq_len=seq_len)
 
 
 def _parse_batch(root: _Table, kind: str) -> Batch:
@@ -1074,10 +1107,15 @@ def _parse_batch(root: _Table, kind: str) -> Batch:
     _kind_rule(t, "micro_batch", not inference, kind, "inference uses batch.concurrency")
     _kind_rule(t, "grad_accum", not inference, kind, "inference uses batch.concurrency")
     if inference:
-        return Batch(concurrency=t.integer("concurrency", required=True, why=why, minimum=1))
-    grad_accum = t.integer("grad_accum", minimum=1)
+        concurrency = t.integer(
+            "concurrency", required=True, why=why, minimum=1, maximum=limits.MAX_BATCH
+        )
+        return Batch(concurrency=concurrency)
+    grad_accum = t.integer("grad_accum", minimum=1, maximum=limits.MAX_GRAD_ACCUM)
     return Batch(
-        micro_batch=t.integer("micro_batch", required=True, why=why, minimum=1),
+        micro_batch=t.integer(
+            "micro_batch", required=True, why=why, minimum=1, maximum=limits.MAX_BATCH
+        ),
         grad_accum=_or_default(grad_accum, 1),
     )
 
@@ -1134,7 +1172,7 @@ def _parse_runtime(root: _Table, kind: str) -> Runtime:
     kv_dtype = t.choice(
         "kv_cache_dtype", KV_CACHE_DTYPES, required=inference, why="for task.kind 'inference'"
     )
-    block = t.integer("kv_block_tokens", minimum=0)
+    block = t.integer("kv_block_tokens", minimum=0, maximum=limits.MAX_KV_BLOCK_TOKENS)
     if inference:
         block = _or_default(block, 0)
     engine = t.choice("engine", ENGINES)
@@ -1146,9 +1184,9 @@ def _parse_runtime(root: _Table, kind: str) -> Runtime:
 def _parse_placement(root: _Table, kind: str) -> Placement:
     t = root.table("placement", required=True, hint=" with gpus = 1")
     t.check_keys()
-    gpus = t.integer("gpus", required=True, minimum=1)
-    tp = _or_default(t.integer("tensor_parallel", minimum=1), 1)
-    pp = _or_default(t.integer("pipeline_parallel", minimum=1), 1)
+    gpus = t.integer("gpus", required=True, minimum=1, maximum=limits.MAX_GPUS)
+    tp = _or_default(t.integer("tensor_parallel", minimum=1, maximum=limits.MAX_PARALLEL), 1)
+    pp = _or_default(t.integer("pipeline_parallel", minimum=1, maximum=limits.MAX_PARALLEL), 1)
     sharding = _or_default(t.choice("data_parallel_sharding", SHARDING), "none")
     if gpus % (tp * pp):
         raise _fail(
@@ -1216,13 +1254,13 @@ def _parse_headroom(root: _Table) -> Headroom:
                 'remove it, or set headroom.mode = "manual"',
             )
     why = "for headroom.mode 'manual' (a margin without a reason is refused)"
-    reserve = t.number("reserve_gib", required=manual, why=why)
+    reserve = t.number("reserve_gib", required=manual, why=why, maximum=limits.MAX_GIB)
     if reserve is not None and reserve < 0:
         raise t.out_of_range(
             "reserve_gib", ">= 0", reserve, "give the reserve in GiB, e.g. reserve_gib = 6.0"
         )
     reason = t.string("reason", required=manual, why=why, nonempty=True, multiline=True)
-    context = t.integer("cuda_context_bytes", minimum=1)
+    context = t.integer("cuda_context_bytes", minimum=1, maximum=limits.MAX_BYTES)
     margin = t.number("margin_fraction")
     if margin is not None and not 0 <= margin < 0.5:
         raise t.out_of_range(
@@ -1273,7 +1311,12 @@ def _parse_measured(root: _Table, kind: str) -> tuple[Measurement, ...]:
                 f"does not apply: quantity '{quantity}' is a count",
                 "write the count as value = N instead",
             )
-            value = t.number("value", required=True, why=f"(quantity '{quantity}' is a count)")
+            value = t.number(
+                "value",
+                required=True,
+                why=f"(quantity '{quantity}' is a count)",
+                maximum=limits.MAX_COUNT,
+            )
             if value < 0:
                 raise t.out_of_range("value", ">= 0", value, "write the count as printed")
             n_bytes = None
@@ -1283,7 +1326,7 @@ def _parse_measured(root: _Table, kind: str) -> tuple[Measurement, ...]:
                 f"does not apply: quantity '{quantity}' is in bytes",
                 "write the figure as bytes = N instead",
             )
-            n_bytes = t.integer("bytes", required=True, minimum=0)
+            n_bytes = t.integer("bytes", required=True, minimum=0, maximum=limits.MAX_BYTES)
             value = None
         out.append(
             Measurement(
@@ -1295,7 +1338,7 @@ def _parse_measured(root: _Table, kind: str) -> tuple[Measurement, ...]:
                 as_written=t.string("as_written", multiline=True) or "",
                 item=t.string("item", nonempty=True),
                 source=t.string("source") or "",
-                gpu=t.integer("gpu", minimum=0),
+                gpu=t.integer("gpu", minimum=0, maximum=limits.MAX_GPUS),
                 device=t.string("device") or "",
                 date=date,
                 run=t.string("run") or "",
@@ -1313,13 +1356,14 @@ def _measured_dims(t: _Table) -> dict[str, int | float]:
         isinstance(v, (int, float))
         and not isinstance(v, bool)
         and math.isfinite(v)
-        and v >= 0
+        and 0 <= v <= limits.MAX_COUNT
         and isinstance(k, str)
         for k, v in dims.items()
     ):
         raise t.wrong_type(
             "dims",
-            "a table of executed dimensions (numbers >= 0), e.g. { batch = 8, seq_len = 4096 }",
+            "a table of executed dimensions (numbers from 0 to vramtui's limit of "
+            f"{limits.MAX_COUNT:,}), e.g. {{ batch = 8, seq_len = 4096 }}",
             dims,
         )
     fraction = dims.get("corpus_fraction")
@@ -1346,9 +1390,14 @@ def _parse_triage(root: _Table) -> tuple[TriageAttempt, ...]:
     for t in _array_tables(root, "triage", "write each attempt as a [[triage]] table"):
         figures = t.data.get("figures", {})
         if not isinstance(figures, Mapping) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in figures.values()
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= limits.MAX_BYTES
+            for v in figures.values()
         ):
-            raise t.wrong_type("figures", "a table of byte counts (integers >= 0)", figures)
+            raise t.wrong_type(
+                "figures",
+                "a table of byte counts (integers from 0 to vramtui's limit of 2^60)",
+                figures,
+            )
         time = t.data.get("time")
         if isinstance(time, (datetime.datetime, datetime.date)):
             time = time.isoformat()
@@ -1363,7 +1412,9 @@ def _parse_triage(root: _Table) -> tuple[TriageAttempt, ...]:
                 figures={safe_line(k): v for k, v in figures.items()},
                 variable=t.choice("variable", TRIAGE_VARIABLES, required=True),
                 change=t.string("change", required=True, nonempty=True),
-                predicted_peak_bytes=t.integer("predicted_peak_bytes", minimum=0),
+                predicted_peak_bytes=t.integer(
+                    "predicted_peak_bytes", minimum=0, maximum=limits.MAX_BYTES
+                ),
                 outcome=t.string("outcome") or "pending",
             )
         )
@@ -1375,10 +1426,10 @@ def _parse_campaign(root: _Table) -> Campaign:
     if t is None:
         return Campaign()
     t.check_keys()
-    days = t.number("days")
+    days = t.number("days", maximum=limits.MAX_DAYS)
     if days is not None and days <= 0:
         raise t.out_of_range("days", "> 0", days, "give the campaign length in days, e.g. days = 3")
-    budget = t.number("budget")
+    budget = t.number("budget", maximum=limits.MAX_MONEY)
     if budget is not None and budget < 0:
         raise t.out_of_range("budget", ">= 0", budget, "give the total budget, e.g. budget = 100")
     currency = t.string(

@@ -7,9 +7,11 @@ edited and how a typed text becomes a TOML value. It knows nothing of Textual.
 from __future__ import annotations
 
 import datetime
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from vramtui import limits
 from vramtui.errors import UnitsError, VramtuiError
 from vramtui.spec import (
     ATTENTION_IMPLS,
@@ -347,11 +349,53 @@ def value_text(f: FieldDef, value: Any) -> str:
     return str(value)
 
 
+# The largest value each numeric field takes (vramtui.limits, shared with the spec parser and the
+# command line); a larger one is refused at the field, naming the limit.
+FIELD_LIMITS: dict[str, int] = {
+    "model": limits.MAX_PARAMS,
+    "task.lora.rank": limits.MAX_LORA_RANK,
+    "task.lora.alpha": limits.MAX_LORA_ALPHA,
+    "weights.group_size": limits.MAX_GROUP_SIZE,
+    "runtime.kv_block_tokens": limits.MAX_KV_BLOCK_TOKENS,
+    "lengths.prompt_tokens": limits.MAX_SEQ_TOKENS,
+    "lengths.generated_tokens": limits.MAX_SEQ_TOKENS,
+    "lengths.seq_len": limits.MAX_SEQ_TOKENS,
+    "batch.concurrency": limits.MAX_BATCH,
+    "batch.micro_batch": limits.MAX_BATCH,
+    "batch.grad_accum": limits.MAX_GRAD_ACCUM,
+    "placement.gpus": limits.MAX_GPUS,
+    "placement.tensor_parallel": limits.MAX_PARALLEL,
+    "placement.pipeline_parallel": limits.MAX_PARALLEL,
+    "headroom.reserve_gib": limits.MAX_GIB,
+    "headroom.cuda_context_bytes": limits.MAX_BYTES,
+    "campaign.days": limits.MAX_DAYS,
+    "campaign.budget": limits.MAX_MONEY,
+}
+
+
 def parse_text(f: FieldDef, text: str) -> Any:
     """The value a typed text stands for; None (remove the key) for an empty optional field.
 
-    Raises FieldError with one line naming the field and the expected form.
+    Raises FieldError with one line naming the field and the expected form, or the limit of
+    vramtui.limits the value is above.
     """
+    value = _parse_text(f, text)
+    limit = FIELD_LIMITS.get(f.path)
+    number = value[1] if f.kind == "model" and isinstance(value, tuple) else value
+    if (
+        limit is not None
+        and isinstance(number, (int, float))
+        and not isinstance(number, bool)
+        and number > limit
+    ):
+        raise FieldError(
+            f"{f.label} = {limits.show_number(number)} is above vramtui's limit of {limit:,}; "
+            f"write {limit:,} or less"
+        )
+    return value
+
+
+def _parse_text(f: FieldDef, text: str) -> Any:
     t = text.strip()
     if not t:
         if f.optional:
@@ -361,7 +405,7 @@ def parse_text(f: FieldDef, text: str) -> Any:
         if f.kind == "model":
             return _parse_model(t)
         if f.kind == "int":
-            return _parse_int(t)
+            return _parse_int(t, f.label)
         if f.kind == "number":
             return _parse_number(t)
         if f.kind == "bool":
@@ -396,7 +440,7 @@ def parse_text(f: FieldDef, text: str) -> Any:
         if f.kind == "quality":
             return _parse_quality(t)
         return t
-    except (ValueError, UnitsError):
+    except (ValueError, OverflowError, UnitsError):
         raise FieldError(f"{f.label}: cannot read {t!r}; {_expected(f)}") from None
 
 
@@ -416,10 +460,15 @@ def _expected(f: FieldDef) -> str:
     }[f.kind]
 
 
-def _parse_int(t: str) -> int:
+def _parse_int(t: str, label: str) -> int:
     cleaned = t.replace("_", "").replace(",", "")
-    if not cleaned.lstrip("-").isdigit():
+    if not cleaned.lstrip("-").isdigit() or not cleaned.isascii():
         raise ValueError
+    if len(cleaned) > 30:  # far above every limit; int() of 4,300+ digits would raise
+        raise FieldError(
+            f"{label}: a {len(cleaned)}-digit number is above every limit of vramtui; "
+            "write a smaller whole number"
+        )
     return int(cleaned)
 
 
@@ -436,7 +485,7 @@ def _parse_model(t: str) -> tuple[str, Any]:
     except ValueError:
         value = None
     if value is not None:
-        if value != int(value) or value <= 0:
+        if not math.isfinite(value) or value != int(value) or value <= 0:
             raise ValueError
         return ("params", int(value))
     from vramtui.models.resolve import looks_like_path

@@ -78,7 +78,7 @@ def parse_bytes(text: str | float) -> int:
             f"unknown memory unit {unit!r} in {text!r}; use B, kB, MB, GB, TB (powers of 10) "
             "or KiB, MiB, GiB, TiB (powers of 2)"
         )
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or value < 0 or not math.isfinite(value * factor):
         raise UnitsError(f"memory quantity {text!r} must be a finite number >= 0")
     return round(value * factor)
 

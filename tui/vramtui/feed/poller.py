@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from vramtui.feed.sample import FeedError, Snapshot, error_snapshot, one_line
+from vramtui.limits import MAX_POLL_INTERVAL_S
 
 MIN_INTERVAL = 0.25
 DEFAULT_DEVICE_INTERVAL = 1.0
@@ -31,10 +32,15 @@ def check_interval(value: float, what: str = "--interval") -> float:
         value = float(value)
     except (TypeError, ValueError):
         raise FeedError(f"{what} must be a number of seconds, got {value!r}") from None
-    if not math.isfinite(value) or value < MIN_INTERVAL:
+    if not value >= MIN_INTERVAL:  # NaN fails too
         raise FeedError(
             f"{what} {value:g} s is below the {MIN_INTERVAL:g} s floor: NVML counters do not "
             f"refresh faster and polling costs CPU; use {MIN_INTERVAL:g} s or more"
+        )
+    if value > MAX_POLL_INTERVAL_S:  # inf too
+        raise FeedError(
+            f"{what} {value:g} s is above vramtui's limit of {MAX_POLL_INTERVAL_S:g} s; "
+            f"use {MAX_POLL_INTERVAL_S:g} s or less"
         )
     return value
 

@@ -20,6 +20,7 @@ from typing import Self
 from vramtui.feed.sample import FeedError, Snapshot, one_line, snapshot_from_json, snapshot_to_json
 from vramtui.fsutil import user_path
 from vramtui.guarded_read import Unreadable, decode_json
+from vramtui.limits import MAX_REPLAY_GAP_S
 
 FORMAT_VERSION = 1
 MAX_LINE_BYTES = 16 * 2**20  # one snapshot: a few KiB, even with hundreds of processes
@@ -239,9 +240,15 @@ def replay(path, speed: float = 1.0) -> Iterator[tuple[float, Snapshot]]:
 
 
 def _delays(snaps: Iterator[Snapshot], speed: float) -> Iterator[tuple[float, Snapshot]]:
+    """A gap longer than MAX_REPLAY_GAP_S (a recorder stopped overnight, a corrupt or
+    far-future time) is replayed as MAX_REPLAY_GAP_S: a replay shows the recording, it does not
+    sit idle for days, and no wait ever overflows the clock."""
     previous: float | None = None
     for snap in snaps:
-        delay = 0.0 if previous is None else max(0.0, (snap.time - previous) / speed)
+        delay = 0.0
+        if previous is not None:
+            gap = (snap.time - previous) / speed
+            delay = min(MAX_REPLAY_GAP_S, gap) if gap > 0 else 0.0  # NaN, backwards: 0
         previous = snap.time
         yield delay, snap
 

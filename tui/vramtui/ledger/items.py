@@ -88,29 +88,54 @@ class LedgerItem:
         return self.stage_bytes.get(stage, 0)
 
     def gpu_bytes_at(self, stage: str, layout: GpuLayout) -> tuple[int, ...]:
-        """Bytes this item holds on each GPU at `stage` (rounded up to whole bytes)."""
-        return self.distribution_bytes(self.stage_bytes.get(stage, 0), layout)
+        """Bytes this item holds on each GPU at `stage` (rounded up to whole bytes).
+
+        One entry per GPU: linear in the GPU count. Prefer `rank_bytes_at`, which gives one
+        entry per pipeline stage (every GPU of a stage holds the same).
+        """
+        return layout.expand(self.rank_bytes_at(stage, layout))
+
+    def rank_bytes_at(self, stage: str, layout: GpuLayout) -> tuple[int, ...]:
+        """Bytes this item holds on one GPU of each pipeline stage at `stage`."""
+        return self.rank_distribution_bytes(self.stage_bytes.get(stage, 0), layout)
 
     def largest_gpu_bytes(self, layout: GpuLayout) -> int:
         """The most any one GPU holds of this item, over its stages."""
-        return max(max(self.gpu_bytes_at(s, layout)) for s in self.stages)
+        return max(max(self.rank_bytes_at(s, layout)) for s in self.stages)
 
     def distribution_bytes(self, total: int, layout: GpuLayout) -> tuple[int, ...]:
-        """`total` logical bytes spread over the GPUs as this item is placed."""
+        """`total` logical bytes spread over the GPUs as this item is placed (one per GPU)."""
+        return layout.expand(self.rank_distribution_bytes(total, layout))
+
+    def rank_distribution_bytes(self, total: int, layout: GpuLayout) -> tuple[int, ...]:
+        """`total` logical bytes on one GPU of each pipeline stage, as this item is placed."""
+        pp = layout.pipeline_parallel
         if not total:
-            return (0,) * layout.gpus
+            return (0,) * pp
         dist = self.distribution
-        out = []
-        for gpu in range(layout.gpus):
-            p = layout.pp_rank(gpu)
-            frac = dist.stage_fractions[p] if p < len(dist.stage_fractions) else Fraction(0)
-            out.append(math.ceil(total * frac * dist.tp_share * dist.dp_share))
-        return tuple(out)
+        share = dist.tp_share * dist.dp_share
+        fracs = dist.stage_fractions
+        return tuple(
+            math.ceil(total * fracs[p] * share) if p < len(fracs) else 0 for p in range(pp)
+        )
+
+
+@dataclass(frozen=True)
+class GpuGroup:
+    """GPUs that hold exactly the same bytes of every item: shown once, with a count."""
+
+    ranks: tuple[int, ...]  # the pipeline stages whose GPUs are in the group
+    gpus: int  # how many GPUs
+    label: str  # "GPU 0", "GPUs 0-3, 8-11", "64 GPUs of pipeline stages 0-3"
 
 
 @dataclass(frozen=True)
 class GpuLayout:
-    """GPU g sits at data-parallel rank g // (pp*tp), pipeline stage (g // tp) % pp."""
+    """GPU g sits at data-parallel rank g // (pp*tp), pipeline stage (g // tp) % pp.
+
+    Every GPU of one pipeline stage holds the same bytes of every item, so per-GPU figures are
+    kept per pipeline stage ("rank") and expanded to single GPUs only on request.
+    """
 
     gpus: int
     tensor_parallel: int = 1
@@ -122,6 +147,50 @@ class GpuLayout:
 
     def pp_rank(self, gpu: int) -> int:
         return (gpu // self.tensor_parallel) % self.pipeline_parallel
+
+    def expand(self, per_rank: tuple[int, ...]) -> tuple[int, ...]:
+        """Per-pipeline-stage figures as one figure per GPU (linear in the GPU count)."""
+        if self.pipeline_parallel == 1:
+            return (per_rank[0],) * self.gpus
+        return tuple(per_rank[self.pp_rank(g)] for g in range(self.gpus))
+
+    def gpus_at_rank(self, rank: int) -> int:
+        """How many GPUs sit at pipeline stage `rank` (closed form)."""
+        tp, pp = self.tensor_parallel, self.pipeline_parallel
+        blocks, rest = divmod(self.gpus, tp)  # tp-sized blocks; block b is at stage b % pp
+        full = blocks // pp + (1 if rank < blocks % pp else 0)
+        return tp * full + (rest if rest and blocks % pp == rank else 0)
+
+    def group(self, ranks: tuple[int, ...]) -> GpuGroup:
+        count = sum(self.gpus_at_rank(r) for r in ranks)
+        return GpuGroup(ranks, count, self._label(ranks, count))
+
+    def _label(self, ranks: tuple[int, ...], count: int) -> str:
+        tp, pp = self.tensor_parallel, self.pipeline_parallel
+        if count == self.gpus:
+            return "GPU 0" if count == 1 else f"all {count:,} GPUs"
+        if self.gpus <= tp * pp:  # one replica: each stage is a contiguous run of GPUs
+            spans = _spans(ranks)
+            if len(spans) <= 4:
+                ids = [(a * tp, min(self.gpus, (b + 1) * tp) - 1) for a, b in spans]
+                text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ids)
+                return f"GPU {text}" if count == 1 else f"GPUs {text}"
+        stages = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in _spans(ranks)[:4])
+        if len(_spans(ranks)) > 4:
+            stages += ", ..."
+        plural = "s" if len(ranks) > 1 else ""
+        return f"{count:,} GPUs of pipeline stage{plural} {stages}"
+
+
+def _spans(ranks: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Sorted ranks as (first, last) runs of consecutive numbers."""
+    spans: list[tuple[int, int]] = []
+    for r in sorted(ranks):
+        if spans and spans[-1][1] == r - 1:
+            spans[-1] = (spans[-1][0], r)
+        else:
+            spans.append((r, r))
+    return spans
 
 
 @dataclass(frozen=True)
@@ -156,25 +225,47 @@ class Estimate:
         return sum(i.max_bytes for i in self.items if i.category in ("weights", "quant_metadata"))
 
     def stage_gpu_bytes(self, stage: str) -> tuple[int, ...]:
-        """Per GPU, the sum of the known items live together at `stage`."""
-        return self._stage_gpu_bytes[stage]
+        """Per GPU, the sum of the known items live together at `stage` (one entry per GPU)."""
+        return self.layout.expand(self.stage_rank_bytes(stage))
+
+    def stage_rank_bytes(self, stage: str) -> tuple[int, ...]:
+        """Per pipeline stage, one GPU's sum of the known items live together at `stage`."""
+        return self._stage_rank_bytes[stage]
+
+    def stage_group_bytes(self, stage: str) -> tuple[int, ...]:
+        """Per GPU group (`gpu_groups`), one GPU's known bytes live at `stage`."""
+        per_rank = self.stage_rank_bytes(stage)
+        return tuple(per_rank[g.ranks[0]] for g in self.gpu_groups)
 
     @cached_property
-    def _stage_gpu_bytes(self) -> dict[str, tuple[int, ...]]:
+    def _stage_rank_bytes(self) -> dict[str, tuple[int, ...]]:
         return {s: self._sum_at(s) for s in self.stages}
 
     def _sum_at(self, stage: str) -> tuple[int, ...]:
-        totals = [0] * self.layout.gpus
+        totals = [0] * self.layout.pipeline_parallel
         for item in self.known_items:
             if stage in item.stages:
-                for g, b in enumerate(item.gpu_bytes_at(stage, self.layout)):
-                    totals[g] += b
+                for p, b in enumerate(item.rank_bytes_at(stage, self.layout)):
+                    totals[p] += b
         return tuple(totals)
+
+    @cached_property
+    def gpu_groups(self) -> tuple[GpuGroup, ...]:
+        """GPUs with identical bytes of every item at every stage, first GPU's order."""
+        pp = self.layout.pipeline_parallel
+        per_item = [
+            [item.rank_bytes_at(s, self.layout) for s in item.stages] for item in self.known_items
+        ]
+        keys: dict[tuple, list[int]] = {}
+        for p in range(pp):
+            key = tuple(tuple(rb[p] for rb in stages) for stages in per_item)
+            keys.setdefault(key, []).append(p)
+        return tuple(self.layout.group(tuple(ranks)) for ranks in keys.values())
 
     @cached_property
     def stage_peak_bytes(self) -> dict[str, int]:
         """Per stage, the most loaded GPU's bytes (known items live at that stage)."""
-        return {s: max(self.stage_gpu_bytes(s)) for s in self.stages}
+        return {s: max(self.stage_rank_bytes(s)) for s in self.stages}
 
     @cached_property
     def peak_stage(self) -> str:
@@ -187,15 +278,20 @@ class Estimate:
         return max(self.stage_peak_bytes.values())
 
     @cached_property
-    def conservative_bound_gpu_bytes(self) -> tuple[int, ...]:
-        """Per GPU, the sum of every item's own maximum: a bound, not an observed peak."""
-        totals = [0] * self.layout.gpus
+    def conservative_bound_rank_bytes(self) -> tuple[int, ...]:
+        """Per pipeline stage, one GPU's sum of every item's own maximum: a bound, not a peak."""
+        totals = [0] * self.layout.pipeline_parallel
         for item in self.known_items:
-            per_stage = [item.gpu_bytes_at(s, self.layout) for s in item.stages]
-            for g in range(self.layout.gpus):
-                totals[g] += max((ps[g] for ps in per_stage), default=0)
+            per_stage = [item.rank_bytes_at(s, self.layout) for s in item.stages]
+            for p in range(self.layout.pipeline_parallel):
+                totals[p] += max((ps[p] for ps in per_stage), default=0)
         return tuple(totals)
+
+    @property
+    def conservative_bound_gpu_bytes(self) -> tuple[int, ...]:
+        """Per GPU, the sum of every item's own maximum (one entry per GPU)."""
+        return self.layout.expand(self.conservative_bound_rank_bytes)
 
     @cached_property
     def conservative_bound_bytes(self) -> int:
-        return max(self.conservative_bound_gpu_bytes)
+        return max(self.conservative_bound_rank_bytes)

@@ -6,7 +6,7 @@ from vramtui.ledger.items import STAGE_LABELS, Estimate
 from vramtui.ledger.simple import SimpleEstimate
 from vramtui.units import GIB_BYTES
 
-JSON_SCHEMA_VERSION = 1
+JSON_SCHEMA_VERSION = 2  # 2: per-GPU lists grouped (gpu_groups)
 
 
 def estimate_to_dict(est: Estimate, spec=None) -> dict:
@@ -21,12 +21,7 @@ def estimate_to_dict(est: Estimate, spec=None) -> dict:
                 "status": item.status,
                 "bytes": None if item.is_unknown else item.max_bytes,
                 "stage_bytes": dict(item.stage_bytes) if not item.is_unknown else None,
-                "per_gpu_max_bytes": None
-                if item.is_unknown
-                else [
-                    max(item.gpu_bytes_at(s, layout)[g] for s in item.stages)
-                    for g in range(layout.gpus)
-                ],
+                "per_gpu_group_max_bytes": None if item.is_unknown else _group_max(item, est),
                 "stages": list(item.stages),
                 "placement": item.distribution.description,
                 "basis": item.basis,
@@ -49,7 +44,13 @@ def estimate_to_dict(est: Estimate, spec=None) -> dict:
         "stages": list(est.stages),
         "stage_labels": {s: STAGE_LABELS[s] for s in est.stages},
         "stage_peak_bytes": peaks,
-        "stage_peak_gpu_bytes": {s: list(est.stage_gpu_bytes(s)) for s in est.stages},
+        "gpu_groups": [
+            {"label": g.label, "gpus": g.gpus, "pipeline_stages": list(g.ranks)}
+            for g in est.gpu_groups
+        ],
+        "gpu_groups_note": "GPUs holding the same bytes of every item, listed once; the "
+        "per_gpu_group_* and stage_peak_group_bytes lists follow this order (bytes on one GPU)",
+        "stage_peak_group_bytes": {s: list(est.stage_group_bytes(s)) for s in est.stages},
         "peak_stage": est.peak_stage,
         "peak_bytes": est.peak_bytes,
         "peak_note": "most loaded GPU at its worst stage; known items only",
@@ -61,6 +62,12 @@ def estimate_to_dict(est: Estimate, spec=None) -> dict:
         "validation_plan": _plan(spec),
         "notes": list(est.notes),
     }
+
+
+def _group_max(item, est: Estimate) -> list[int]:
+    """An item's largest bytes on one GPU of each GPU group, over its stages."""
+    per_stage = [item.rank_bytes_at(s, est.layout) for s in item.stages]
+    return [max(ps[g.ranks[0]] for ps in per_stage) for g in est.gpu_groups]
 
 
 def _replaced(item, layout) -> dict:

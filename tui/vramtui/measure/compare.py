@@ -121,31 +121,33 @@ def compare(spec, est: Estimate) -> list[Comparison]:
 
 
 def _gpu(m, est: Estimate) -> tuple[int, str]:
-    """The GPU the figure was read on (index into the layout), and how it was chosen."""
+    """The pipeline stage of the GPU the figure was read on (-1: the most loaded GPU), and
+    how it was chosen; every GPU of one pipeline stage holds the same bytes."""
     n = est.layout.gpus
     if m.gpu is not None and m.gpu < n:
-        return m.gpu, f"GPU {m.gpu}"
+        return est.layout.pp_rank(m.gpu), f"GPU {m.gpu}"
     if m.gpu is not None:
         return -1, f"GPU {m.gpu} (the spec has {n}: against its most loaded GPU)"
     return -1, "the most loaded GPU" if n > 1 else "the GPU"
 
 
 def _item_bytes(item, stage: str, est: Estimate, g: int) -> int:
-    """An item's estimated bytes on GPU g (-1: most loaded) at `stage` (else its maximum)."""
+    """An item's estimated bytes on a GPU of pipeline stage g (-1: most loaded) at `stage`
+    (else its maximum)."""
     item = item.replaced_estimate or item
     stages = [stage] if stage in item.stages else list(item.stages)
     best = 0
     for s in stages:
-        per_gpu = item.gpu_bytes_at(s, est.layout)
-        best = max(best, per_gpu[g] if g >= 0 else max(per_gpu))
+        per_rank = item.rank_bytes_at(s, est.layout)
+        best = max(best, per_rank[g] if g >= 0 else max(per_rank))
     return best
 
 
 def _stage_sum(est: Estimate, stage: str, g: int, keep) -> int:
-    totals = [0] * est.layout.gpus
+    totals = [0] * est.layout.pipeline_parallel
     for item in est.known_items:
         if stage in item.stages and keep(item):
-            for i, b in enumerate(item.gpu_bytes_at(stage, est.layout)):
+            for i, b in enumerate(item.rank_bytes_at(stage, est.layout)):
                 totals[i] += b
     return totals[g] if g >= 0 else max(totals)
 

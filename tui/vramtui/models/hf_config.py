@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vramtui import limits
 from vramtui.errors import ModelError
 from vramtui.models.architecture import MLA, Architecture
 
@@ -112,6 +113,41 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "gpt_oss": {"tie_word_embeddings": False, "attention_bias": True, "sliding_window": 128},
 }
 
+# The range vramtui accepts for every integer key it reads (vramtui.limits): a wrong type, a
+# negative or an absurd value is one clear ModelError naming the key, never a traceback or a hang.
+_LIMITS: dict[str, tuple[int, int]] = {
+    "num_hidden_layers": (1, limits.MAX_LAYERS),
+    "hidden_size": (1, limits.MAX_HIDDEN),
+    "num_attention_heads": (1, limits.MAX_HEADS),
+    "num_key_value_heads": (1, limits.MAX_HEADS),
+    "num_kv_heads": (1, limits.MAX_HEADS),
+    "n_head_kv": (1, limits.MAX_HEADS),
+    "vocab_size": (0, limits.MAX_VOCAB),
+    "head_dim": (1, limits.MAX_HIDDEN),
+    "intermediate_size": (0, limits.MAX_HIDDEN),
+    "ffn_hidden_size": (0, limits.MAX_HIDDEN),
+    "moe_intermediate_size": (0, limits.MAX_HIDDEN),
+    "shared_expert_intermediate_size": (0, limits.MAX_HIDDEN),
+    "max_position_embeddings": (0, limits.MAX_POSITIONS),
+    "sliding_window": (1, limits.MAX_POSITIONS),
+    "sliding_window_pattern": (1, limits.MAX_LAYERS),
+    "max_window_layers": (0, limits.MAX_LAYERS),
+    "first_k_dense_replace": (0, limits.MAX_LAYERS),
+    "moe_layer_freq": (0, limits.MAX_LAYERS),
+    "decoder_sparse_step": (0, limits.MAX_LAYERS),
+    "n_routed_experts": (0, limits.MAX_EXPERTS),
+    "num_experts": (0, limits.MAX_EXPERTS),
+    "num_local_experts": (0, limits.MAX_EXPERTS),
+    "num_experts_per_tok": (0, limits.MAX_EXPERTS),
+    "experts_per_token": (0, limits.MAX_EXPERTS),
+    "n_shared_experts": (0, limits.MAX_EXPERTS),
+    "kv_lora_rank": (0, limits.MAX_HIDDEN),
+    "q_lora_rank": (0, limits.MAX_HIDDEN),
+    "qk_rope_head_dim": (0, limits.MAX_HIDDEN),
+    "qk_nope_head_dim": (0, limits.MAX_HIDDEN),
+    "v_head_dim": (0, limits.MAX_HIDDEN),
+}
+
 # Alternative key names used by some families' config.json files (old Falcon checkpoints).
 _KEY_ALIASES = {
     "num_hidden_layers": ("n_layer", "num_layers"),
@@ -152,10 +188,32 @@ class _Reader:
         )
 
     def require_int(self, key: str) -> int:
-        value = self.require(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return self.checked_int(key, self.require(key))
+
+    def get_int(self, key: str, default: int | None = None) -> int | None:
+        """Optional integer key (None or absent: `default`), checked like a required one."""
+        value = self.get(key)
+        return default if value is None else self.checked_int(key, value)
+
+    def checked_int(self, key: str, value: Any) -> int:
+        """`value` of `key` as an integer within vramtui's limit for it, else one ModelError."""
+        low, high = _LIMITS.get(key, (0, limits.MAX_HIDDEN))
+        fix = "fix the config.json, or pass --params N to size by parameter count"
+        if isinstance(value, float) and value.is_integer() and low <= value <= high:
+            return int(value)  # 4096.0: a whole number written as a float
+        if isinstance(value, bool) or not isinstance(value, int):
             raise ModelError(
-                f"config of {self.source}: key '{key}' must be a non-negative integer, got {value!r}"
+                f"config of {self.source}: key '{key}' must be an integer from {low} to "
+                f"{high:,}, got {_shown(value)}; {fix}"
+            )
+        if value < low:
+            raise ModelError(
+                f"config of {self.source}: key '{key}' must be at least {low}, got {value}; {fix}"
+            )
+        if value > high:
+            raise ModelError(
+                f"config of {self.source}: key '{key}' = {limits.show_number(value)} is above "
+                f"vramtui's limit of {high:,}; {fix}"
             )
         return value
 
@@ -166,6 +224,16 @@ class _Reader:
                 f"config of {self.source}: key '{key}' must be true or false, got {value!r}"
             )
         return value
+
+
+def _shown(value: Any) -> str:
+    """A config value for a message: short, one line, its JSON type visible."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = repr(value)
+    if isinstance(value, int):
+        text = limits.show_number(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def text_config_of(config: dict, source: str = "config") -> dict:
@@ -203,10 +271,14 @@ def _layer_attention(r: _Reader, num_layers: int) -> tuple[tuple[str, ...], int 
     """Per-layer "full"/"sliding" and the sliding window (None when no layer slides)."""
     mt = r.model_type
     layer_types = r.config.get("layer_types")
-    window = r.get("sliding_window")
+    window = r.get_int("sliding_window")
     if layer_types is not None:
         mapping = {"full_attention": "full", "sliding_attention": "sliding"}
-        if len(layer_types) != num_layers or any(t not in mapping for t in layer_types):
+        if (
+            not isinstance(layer_types, list)
+            or len(layer_types) != num_layers
+            or any(not isinstance(t, str) or t not in mapping for t in layer_types)
+        ):
             raise ModelError(
                 f"config of {r.source}: 'layer_types' must list full_attention/sliding_attention "
                 f"for each of the {num_layers} layers"
@@ -216,11 +288,11 @@ def _layer_attention(r: _Reader, num_layers: int) -> tuple[tuple[str, ...], int 
         # transformers: sliding on layers 0, 2, 4, ... ((i + 1) % 2 != 0).
         kinds = tuple("sliding" if (i + 1) % 2 else "full" for i in range(num_layers))
     elif mt == "gemma3_text":
-        pattern = int(r.get("sliding_window_pattern", 6))
+        pattern = r.get_int("sliding_window_pattern", 6)
         kinds = tuple("sliding" if (i + 1) % pattern else "full" for i in range(num_layers))
     elif mt in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
         use = bool(r.get("use_sliding_window", False)) and window is not None
-        first = int(r.get("max_window_layers", num_layers))
+        first = r.get_int("max_window_layers", num_layers)
         kinds = tuple("sliding" if use and i >= first else "full" for i in range(num_layers))
     else:
         # Mistral, Mixtral, Phi-3 and llama-like families: one window for every layer, if any.
@@ -238,23 +310,31 @@ def _moe(r: _Reader, num_layers: int) -> tuple[int, int, int, int, tuple[bool, .
     """(num_experts, per_tok, moe_intermediate, shared_intermediate, moe_layers)."""
     mt = r.model_type
     if mt in ("deepseek_v2", "deepseek_v3"):
-        experts = r.get("n_routed_experts")
+        experts = r.get_int("n_routed_experts")
         if not experts:
             return 0, 0, 0, 0, tuple(False for _ in range(num_layers))
-        first_dense = int(r.get("first_k_dense_replace", 0))
-        freq = int(r.get("moe_layer_freq", 1)) or 1
+        first_dense = r.get_int("first_k_dense_replace", 0)
+        freq = r.get_int("moe_layer_freq", 1) or 1
         layers = tuple(i >= first_dense and i % freq == 0 for i in range(num_layers))
         moe_i = r.require_int("moe_intermediate_size")
-        shared = int(r.get("n_shared_experts") or 0) * moe_i
+        shared = (r.get_int("n_shared_experts") or 0) * moe_i
         return experts, r.require_int("num_experts_per_tok"), moe_i, shared, layers
     if mt in ("qwen2_moe", "qwen3_moe"):
         experts = r.require_int("num_experts")
-        step = int(r.get("decoder_sparse_step", 1)) or 1
-        mlp_only = set(r.get("mlp_only_layers") or [])
+        step = r.get_int("decoder_sparse_step", 1) or 1
+        mlp_only_raw = r.get("mlp_only_layers") or []
+        if not isinstance(mlp_only_raw, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in mlp_only_raw
+        ):
+            raise ModelError(
+                f"config of {r.source}: key 'mlp_only_layers' must be a list of layer numbers, "
+                f"got {_shown(mlp_only_raw)}; fix the config.json"
+            )
+        mlp_only = set(mlp_only_raw)
         layers = tuple(
             i not in mlp_only and experts > 0 and (i + 1) % step == 0 for i in range(num_layers)
         )
-        shared = int(r.get("shared_expert_intermediate_size", 0)) if mt == "qwen2_moe" else 0
+        shared = r.get_int("shared_expert_intermediate_size", 0) if mt == "qwen2_moe" else 0
         return (
             experts,
             r.require_int("num_experts_per_tok"),
@@ -264,12 +344,12 @@ def _moe(r: _Reader, num_layers: int) -> tuple[int, int, int, int, tuple[bool, .
         )
     if mt in ("mixtral", "gpt_oss") or "num_local_experts" in r.config:
         experts = r.require_int("num_local_experts")
-        per_tok = r.get("num_experts_per_tok", r.get("experts_per_token"))
+        per_tok = r.get_int("num_experts_per_tok", r.get_int("experts_per_token"))
         if per_tok is None:
             r.require("num_experts_per_tok")
         return (
             experts,
-            int(per_tok),
+            per_tok,
             r.require_int("intermediate_size"),
             0,
             tuple(True for _ in range(num_layers)),
@@ -280,15 +360,14 @@ def _moe(r: _Reader, num_layers: int) -> tuple[int, int, int, int, tuple[bool, .
 def _kv_heads(r: _Reader, heads: int) -> int:
     if r.model_type == "falcon":
         if r.get("new_decoder_architecture"):
-            return int(r.get("num_kv_heads") or r.get("n_head_kv") or heads)
+            return r.get_int("num_kv_heads") or r.get_int("n_head_kv") or heads
         if r.get("multi_query"):
             return 1
-        return int(r.get("num_kv_heads") or heads)
+        return r.get_int("num_kv_heads") or heads
     if r.model_type in ("deepseek_v2", "deepseek_v3"):
         # MLA: every head has its own key and value (decompressed from the shared latent).
-        return int(r.get("num_key_value_heads") or heads)
-    value = r.get("num_key_value_heads")
-    return heads if value is None else int(value)
+        return r.get_int("num_key_value_heads") or heads
+    return r.get_int("num_key_value_heads", heads)
 
 
 def architecture_from_hf_config(config: dict, model_id: str, source: str) -> Architecture:
@@ -308,11 +387,11 @@ def architecture_from_hf_config(config: dict, model_id: str, source: str) -> Arc
             f"config of {source}: hidden_size, num_hidden_layers and num_attention_heads must be positive"
         )
 
-    head_dim = r.get("head_dim")
+    head_dim = r.get_int("head_dim")
     if model_type == "falcon" or head_dim is None:
-        head_dim = hidden // heads
+        head_dim = max(1, hidden // heads)
     if model_type == "falcon":
-        intermediate = int(r.get("ffn_hidden_size") or 4 * hidden)
+        intermediate = r.get_int("ffn_hidden_size") or 4 * hidden
     else:
         intermediate = r.require_int("intermediate_size")
 
@@ -330,11 +409,11 @@ def architecture_from_hf_config(config: dict, model_id: str, source: str) -> Arc
             qk_rope_head_dim=r.require_int("qk_rope_head_dim"),
             qk_nope_head_dim=r.require_int("qk_nope_head_dim"),
             v_head_dim=r.require_int("v_head_dim"),
-            q_lora_rank=r.get("q_lora_rank"),
+            q_lora_rank=r.get_int("q_lora_rank"),
         )
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
 
-    max_pos = r.get("max_position_embeddings")
+    max_pos = r.get_int("max_position_embeddings")
     if max_pos is None:
         max_pos = r.require_int("max_position_embeddings")
 

@@ -41,15 +41,15 @@ def stages_text(stages, all_stages) -> str:
 
 def item_gpu_max(item, est: Estimate) -> int:
     """An item's largest share on any one GPU, over its stages."""
-    return max((max(item.gpu_bytes_at(s, est.layout)) for s in item.stages), default=0)
+    return max((max(item.rank_bytes_at(s, est.layout)) for s in item.stages), default=0)
 
 
 def category_at(est: Estimate, stage: str, categories: tuple[str, ...]) -> int:
     """Known bytes of `categories` live at `stage`, on the GPU most loaded at that stage."""
-    totals = est.stage_gpu_bytes(stage)
-    g = totals.index(max(totals))
+    totals = est.stage_rank_bytes(stage)
+    p = totals.index(max(totals))
     return sum(
-        i.gpu_bytes_at(stage, est.layout)[g]
+        i.rank_bytes_at(stage, est.layout)[p]
         for i in est.known_items
         if i.category in categories and stage in i.stages
     )

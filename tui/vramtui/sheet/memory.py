@@ -138,9 +138,11 @@ def memory_section(est: Estimate, comparisons) -> Section:
         ),
     ]
     if est.layout.gpus > 1:
-        per_gpu = est.stage_gpu_bytes(est.peak_stage)
-        if len(set(per_gpu)) > 1:
-            spread = ", ".join(f"GPU {g} {gib(b)}" for g, b in enumerate(per_gpu))
+        per_group = est.stage_group_bytes(est.peak_stage)
+        if len(set(per_group)) > 1:
+            spread = ", ".join(
+                f"{g.label} {gib(b)}" for g, b in zip(est.gpu_groups, per_group, strict=True)
+            )
             bullets.append(f"Per GPU at {STAGE_LABELS[est.peak_stage]}: {spread}")
     bullets += [f"Note: {n}" for n in est.notes]
     return Section(

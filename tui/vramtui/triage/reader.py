@@ -781,6 +781,8 @@ class _Reader:
                 cont = c[len(prefix) :] if prefix and c.startswith(prefix) else c
                 if _STRUCTURAL.match(cont.lstrip()) or self.is_code_line(j):
                     break
+                if self.match_start(self.norm(j)) is not None:
+                    break  # the next line starts a message of its own (a repeated OOM line)
                 pieces.append(cont)
                 widths.append(len(c))
                 size += len(cont)
@@ -841,9 +843,11 @@ class _Reader:
             return form, m
         return None
 
-    def event_at(self, i: int) -> tuple[OomEvent, int] | None:
+    def event_at(self, i: int, consumed_until: int = -1) -> tuple[OomEvent, int] | None:
         """The event whose message starts on line i (or up to 3 lines above, when the terminal
-        cut its first words), and the last line it spans."""
+        cut its first words), and the last line it spans; None when it would start on a line
+        up to `consumed_until`, already read as part of an earlier message (not gathered again:
+        overlapping windows are never re-joined)."""
         text = self.norm(i)
         hit = self.match_start(text)
         start_line = i
@@ -867,7 +871,7 @@ class _Reader:
             if hit is None:
                 return None
         form, m = hit
-        if self.is_code_line(start_line):
+        if start_line <= consumed_until or self.is_code_line(start_line):
             return None
         col = m.start()
         if form.exception_prefix:
@@ -1134,7 +1138,7 @@ def read_log(text: str) -> TriageReading:
     for i in _candidate_lines(text):
         if i <= consumed_until or i >= reader.n:
             continue
-        hit = reader.event_at(i)
+        hit = reader.event_at(i, consumed_until)
         if hit is None:
             continue
         event, last = hit
