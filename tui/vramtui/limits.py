@@ -60,7 +60,7 @@ def show_number(value: float) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**16:
         if abs(value) < 10**300:
             return f"{float(value):.6g}"
-        return "a number of over 300 digits"
+        return "a negative number of over 300 digits" if value < 0 else "a number of over 300 digits"
     if isinstance(value, float):
         return f"{value:.6g}"
     return f"{value:,}" if isinstance(value, int) else str(value)

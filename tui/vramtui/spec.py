@@ -678,7 +678,8 @@ class _Table:
         )
 
     def out_of_range(self, name: str, condition: str, value: Any, fix: str) -> SpecError:
-        return _fail(f"{self.key(name)} must be {condition}, got {value!r} ({self.source}); {fix}")
+        shown = limits.show_number(value) if isinstance(value, (int, float)) else repr(value)
+        return _fail(f"{self.key(name)} must be {condition}, got {shown} ({self.source}); {fix}")
 
     # -- typed getters: None when absent and not required -------------------------------------
 
