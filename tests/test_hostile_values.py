@@ -75,3 +75,23 @@ def test_catalog_flag_with_unknown_user_is_one_line(capsys):
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     assert code in (0, 2)
+
+
+def test_an_unforeseen_exception_is_one_line_and_a_crash_file(monkeypatch, capsys, tmp_path):
+    import vramtui.cli as cli
+
+    monkeypatch.setenv("VRAMTUI_STATE_DIR", str(tmp_path / "state"))
+
+    def boom(args):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(cli, "cmd_gpus", boom)
+    code = cli.main(["gpus"])
+    err = capsys.readouterr().err
+    assert code == 70
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vramtui: internal error (ZeroDivisionError")
+    crash = list((tmp_path / "state").glob("crash-*.txt"))
+    assert len(crash) == 1
+    assert "Traceback (most recent call last)" in crash[0].read_text()
+    assert str(crash[0]) in lines[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from vramtui import __version__
 from vramtui.errors import VramtuiError
-from vramtui.fsutil import user_path
+from vramtui.fsutil import is_dir, user_path
 
 TASK_CHOICES = ("inference", "full_finetune", "lora", "qlora")
 UNIT_CHOICES = ("gib", "gb", "mib", "bytes")
@@ -322,6 +322,40 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, said in one line
+        return _report_internal_error(exc)
+
+
+EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE: a defect in vramtui, not in the input
+
+
+def _report_internal_error(exc: BaseException) -> int:
+    """An exception no check foresaw: one line on stderr, the traceback kept in a file."""
+    import datetime
+    import traceback
+
+    from vramtui.safe_text import safe_line
+
+    where = "it could not be saved"
+    try:
+        from vramtui.drafts import state_dir
+        from vramtui.fsutil import atomic_write_text
+
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        directory = state_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"crash-{stamp}.txt"
+        atomic_write_text(target, "".join(traceback.format_exception(exc)))
+        where = f"the details are in {target}"
+    except Exception:  # noqa: BLE001, S110 - reporting must not fail in turn
+        pass
+    detail = safe_line(f"{type(exc).__name__}: {exc}")[:300]
+    print(
+        f"vramtui: internal error ({detail}); this is a bug in vramtui, not in your input: "
+        f"{where}; please report it with that file",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL_ERROR
 
 
 def _watch_app(args) -> int:
@@ -337,7 +371,7 @@ def _catalog_dir(args) -> Path | None:
     if not getattr(args, "catalog", None):
         return None
     models = user_path(args.catalog) / "models"
-    return models if models.is_dir() else None
+    return models if is_dir(models) else None
 
 
 def _spec_and_estimate(args):
