@@ -135,7 +135,11 @@ def start_and_edit(tmp_path: Path, spec: Path) -> PtyApp:
 
 
 def assert_draft_has_the_edit(tmp_path: Path, spec: Path) -> None:
-    draft = read_draft(tmp_path / "state" / "draft.toml")
+    drafts = list((tmp_path / "state" / "drafts").glob("*.toml"))
+    assert len(drafts) == 1, drafts
+    # named after the spec file: its stem, then a hash of its path
+    assert re.fullmatch(r"seed-[0-9a-f]{10}\.toml", drafts[0].name), drafts[0].name
+    draft = read_draft(drafts[0])
     assert draft is not None, "no draft written"
     assert draft.form["name"] == "pty edit"
     assert Path(draft.origin).resolve() == spec.resolve()
