@@ -19,7 +19,7 @@ from vramtui.app.widgets.spec_form import field_id
 from vramtui.builtin_specs import seed_example_spec
 from vramtui.catalog import load_catalog
 from vramtui.config import Config
-from vramtui.drafts import is_held, read_draft, write_draft
+from vramtui.drafts import is_held, read_draft
 from vramtui.session import SizingSession
 from vramtui.spec import load_spec
 

@@ -186,11 +186,11 @@ def test_unreadable_draft_is_moved_aside_not_deleted(tmp_path):
 @pytest.mark.parametrize(
     "text, reason",
     [
-        ('[draft]\nversion = 1\norigin = 3\n[form]\n', "origin is not a file path"),
+        ("[draft]\nversion = 1\norigin = 3\n[form]\n", "origin is not a file path"),
         ('[draft]\nversion = 1\n[texts]\n"name" = 5\n', "texts is not a table of strings"),
         ('form = "x"\n[draft]\nversion = 1\n', "form is not a table"),
         ('[draft]\nversion = "1"\n', "version is not 1"),
-        ('version = 1\n', "no [draft] table"),
+        ("version = 1\n", "no [draft] table"),
         ("[draft]\nversion = 1\n[form]\nx = " + "[" * 40 + "]" * 40 + "\n", "nests deeper"),
         ("[draft]\nversion = 1\n[form]\nx = " + "9" * 5000 + "\n", "cannot be parsed"),
     ],
@@ -278,7 +278,10 @@ def test_long_model_word_is_no_local_directory():
 
 def test_model_reference_is_bounded_where_it_enters(tmp_path):
     word = "m" * 513
-    with pytest.raises(SpecError, match=r"model.id is 513 characters long \(<string>\); the limit is 512 characters"):
+    with pytest.raises(
+        SpecError,
+        match=r"model.id is 513 characters long \(<string>\); the limit is 512 characters",
+    ):
         loads_spec(SEED.read_text().replace("params = 7e9", f'id = "{word}"'))
     with pytest.raises(FieldError, match="Model is 513 characters long; the limit is 512"):
         parse_text(FIELDS_BY_PATH["model"], word)

@@ -226,7 +226,13 @@ def _move_exclusive(source: Path, target: Path) -> bool:
     except FileExistsError:
         return False
     except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.EOPNOTSUPP):
+        if exc.errno not in (
+            errno.EPERM,
+            errno.ENOTSUP,
+            errno.EXDEV,
+            errno.EMLINK,
+            errno.EOPNOTSUPP,
+        ):
             raise
         # no hard links here: copy into a file created exclusively
         data = source.read_bytes()

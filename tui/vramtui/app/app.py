@@ -8,16 +8,16 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.css.query import NoMatches
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
 from vramtui.app.messages import CandidateSelected, FieldEdited
 from vramtui.app.screens.dialogs import HelpScreen, PathPrompt, RecoverDraft
+from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
 from vramtui.app.widgets.ledger_pane import LedgerPane
 from vramtui.app.widgets.shortlist_pane import ShortlistPane
 from vramtui.app.widgets.spec_form import SpecForm
-from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
 from vramtui.app.widgets.triage_pane import TriagePane, TriageRequest
 from vramtui.config import UNITS, Config
 from vramtui.drafts import (
@@ -694,7 +694,9 @@ class VramtuiApp(App):
                 )
                 return
             if self._draft_failed:
-                self.exit_note = f"unsaved changes lost: the draft could not be saved ({self._draft_failed})"
+                self.exit_note = (
+                    f"unsaved changes lost: the draft could not be saved ({self._draft_failed})"
+                )
             else:
                 self.exit_note = (
                     f"unsaved changes kept as a draft ({self.draft_file}); "
