@@ -95,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the terminal app (the default: `vramtui [SPEC.toml]`)",
         description="Open the terminal app on SPEC, or on the built-in seed example; the "
         "start lists the drafts earlier instances left (unsaved edits: spec, age, fields "
-        "that differ) to recover, set aside or skip. Keys: F1 help, ctrl+s save, F2 save as, ctrl+o open, F4 units, "
-        "F5/F6 sizing/shortlist, ctrl+p command palette, ctrl+q quit.",
+        "that differ) to recover, set aside or skip. Keys: F1 help, ctrl+s save, F2 save as, "
+        "ctrl+o open, F4 units, F5/F6 sizing/shortlist, ctrl+p command palette, ctrl+q quit.",
     )
     app.add_argument("spec", nargs="?", help="workload spec (TOML)")
     app.add_argument("--catalog", metavar="DIR", help="a catalogue directory over the built-ins")

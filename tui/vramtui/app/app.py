@@ -28,6 +28,7 @@ from vramtui.drafts import (
     is_held,
     load_draft,
     name_for_spec,
+    printable,
     recoverable_drafts,
     set_aside,
 )
@@ -257,6 +258,7 @@ class VramtuiApp(App):
                     "edits are only in this window: ctrl+s saves the spec",
                     severity="warning",
                     timeout=15,
+                    markup=False,
                 )
             self._draft_failed = reason
             self._update_title()
@@ -398,7 +400,9 @@ class VramtuiApp(App):
                 return
             aside = self._slot.set_aside()
             if aside is not None:
-                self.notify(f"unsaved edits of the previous spec kept as {aside}", timeout=10)
+                self.notify(
+                    f"unsaved edits of the previous spec kept as {aside}", timeout=10, markup=False
+                )
         await self._replace_session(session)
         self._follow_spec_path()
         self.notify(f"opened {path}")
@@ -628,7 +632,12 @@ class VramtuiApp(App):
         """List every draft no live instance holds: recover one, set it aside, or skip."""
         entries, notes = recoverable_drafts(self.draft_dir)
         for note in notes:
-            self.notify(f"unreadable draft set aside: {note}", severity="warning", timeout=10)
+            self.notify(
+                f"unreadable draft set aside: {printable(note, 300)}",
+                severity="warning",
+                timeout=10,
+                markup=False,
+            )
         self._draft_entries = entries
         if entries:
             self.push_screen(RecoverDraft([e.line() for e in entries]), self._recover_answer)
@@ -646,9 +655,11 @@ class VramtuiApp(App):
         else:
             aside = set_aside(entry.path)
             if aside is not None:
-                self.notify(f"draft set aside as {aside}")
+                self.notify(f"draft set aside as {aside}", markup=False)
             else:
-                self.notify(f"the draft {entry.path} could not be moved", severity="warning")
+                self.notify(
+                    f"the draft {entry.path} could not be moved", severity="warning", markup=False
+                )
         if self._draft_entries:
             self.push_screen(
                 RecoverDraft([e.line() for e in self._draft_entries]), self._recover_answer
@@ -673,7 +684,10 @@ class VramtuiApp(App):
             aside = set_aside(path, UNREADABLE_DIR)
             where = f"; kept as {aside}" if aside else ""
             self.notify(
-                f"the draft cannot be recovered ({reason}){where}", severity="error", timeout=15
+                f"the draft cannot be recovered ({printable(reason, 300)}){where}",
+                severity="error",
+                timeout=15,
+                markup=False,
             )
             return
         old, self._slot = self._slot, slot
@@ -691,6 +705,7 @@ class VramtuiApp(App):
                     "ctrl+s saves the spec; quit again to leave without them",
                     severity="error",
                     timeout=15,
+                    markup=False,
                 )
                 return
             if self._draft_failed:

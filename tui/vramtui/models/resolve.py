@@ -17,8 +17,8 @@ def model_ref_too_long(text: str, what: str, where: str = "") -> str | None:
     if len(text) <= MAX_MODEL_REF_CHARS:
         return None
     return (
-        f"{what} is {len(text)} characters long{where}; the limit is {MAX_MODEL_REF_CHARS} characters: "
-        "give a catalogue or Hub id, or the path of a local model directory"
+        f"{what} is {len(text)} characters long{where}; the limit is {MAX_MODEL_REF_CHARS} "
+        "characters: give a catalogue or Hub id, or the path of a local model directory"
     )
 
 
