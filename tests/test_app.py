@@ -436,13 +436,25 @@ def write_seed_draft(catalog, draft_file: Path) -> None:
     write_draft(session.form, session.texts, session.path, draft_file)
 
 
+def offering_app(catalog, tmp_path: Path) -> tuple[VramtuiApp, Path]:
+    """A draft left by an earlier instance in the drafts dir, and a new app offering it."""
+    drafts = tmp_path / "state" / "drafts"
+    left = drafts / "new-20261210-101010-abcdef.toml"
+    write_seed_draft(catalog, left)
+    app = seed_app(catalog, tmp_path, offer_draft=True, draft_file=None, draft_dir=drafts)
+    return app, left
+
+
 async def test_draft_is_offered_and_recovered_with_an_invalid_text(catalog, tmp_path):
-    draft_file = tmp_path / "state" / "draft.toml"
-    write_seed_draft(catalog, draft_file)
-    app = seed_app(catalog, tmp_path, offer_draft=True, draft_file=draft_file)
+    app, left = offering_app(catalog, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, RecoverDraft)
+        # one line: what, where, age, and the fields that differ from the seed example
+        assert app.screen.lines == [
+            "Seed example: 7B parameters, 16-bit inference (new spec), just now: "
+            "2 fields differ: batch.concurrency, lengths.prompt_tokens"
+        ]
         await pilot.press("r")
         await pilot.pause()
         assert not isinstance(app.screen, RecoverDraft)
@@ -451,17 +463,19 @@ async def test_draft_is_offered_and_recovered_with_an_invalid_text(catalog, tmp_
         assert app.query_one(f"#{row_id('lengths.prompt_tokens')}").has_class("-invalid")
         assert app.session.dirty and not app.session.is_valid
         assert "invalid field" in app.sub_title
+        # the recovered draft is now this instance's own: its autosaves go there
+        assert app.draft_file == left
         # fixing the field computes from the recovered form (4 concurrent sequences)
         await type_into(pilot, "lengths.prompt_tokens", "2")
         assert app.session.is_valid
         assert app.session.results.spec.batch.concurrency == 4
         assert app.session.results.spec.lengths.prompt_tokens == 2
+        app.save_draft_now()
+        assert read_draft(left).form["lengths"]["prompt_tokens"] == 2
 
 
 async def test_draft_set_aside(catalog, tmp_path):
-    draft_file = tmp_path / "state" / "draft.toml"
-    write_seed_draft(catalog, draft_file)
-    app = seed_app(catalog, tmp_path, offer_draft=True, draft_file=draft_file)
+    app, left = offering_app(catalog, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, RecoverDraft)
@@ -470,9 +484,26 @@ async def test_draft_set_aside(catalog, tmp_path):
         assert not isinstance(app.screen, RecoverDraft)
         assert app.query_one("#f-lengths-prompt_tokens", Input).value == "2048"
         assert not app.session.dirty
-    assert not draft_file.exists()
-    aside = draft_file.with_name("draft.set-aside.toml")
+    assert not left.exists()
+    (aside,) = (left.parent / "set-aside").iterdir()
+    assert aside.name.startswith(left.stem + "-")
     assert read_draft(aside).texts == {"lengths.prompt_tokens": "8k"}
+
+
+async def test_draft_skipped_stays_for_the_next_start(catalog, tmp_path):
+    app, left = offering_app(catalog, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, RecoverDraft)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, RecoverDraft)
+        await type_into(pilot, "name", "another edit")
+        app.save_draft_now()
+        assert app.draft_file != left  # this instance's edits never go into the left draft
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    assert read_draft(left).texts == {"lengths.prompt_tokens": "8k"}
 
 
 # ---------------------------------------------------------------------------------- (h) help, keys
@@ -512,7 +543,7 @@ async def test_help_keymap_and_config(catalog, tmp_path):
 
 async def test_units_key_palette_and_clean_quit(catalog, tmp_path):
     app = seed_app(catalog, tmp_path)
-    app.draft_file.parent.mkdir(parents=True)
+    app.draft_file.parent.mkdir(parents=True, exist_ok=True)
     app.draft_file.write_text("stale")  # a draft left from before: a clean quit removes it
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one("#ledger-table", DataTable)

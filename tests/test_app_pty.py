@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from vramtui.drafts import read_draft
+from vramtui.spec import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "sample_specs" / "seed-7b-fp16-inference.toml"
@@ -135,7 +136,11 @@ def start_and_edit(tmp_path: Path, spec: Path) -> PtyApp:
 
 
 def assert_draft_has_the_edit(tmp_path: Path, spec: Path) -> None:
-    draft = read_draft(tmp_path / "state" / "draft.toml")
+    drafts = list((tmp_path / "state" / "drafts").glob("*.toml"))
+    assert len(drafts) == 1, drafts
+    # named after the spec file: its stem, then a hash of its path
+    assert re.fullmatch(r"seed-[0-9a-f]{10}\.toml", drafts[0].name), drafts[0].name
+    draft = read_draft(drafts[0])
     assert draft is not None, "no draft written"
     assert draft.form["name"] == "pty edit"
     assert Path(draft.origin).resolve() == spec.resolve()
@@ -191,3 +196,86 @@ def test_malformed_spec_exits_2_with_one_line(tmp_path):
     assert "line 2" in lines[0]
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "state").exists()  # no draft, nothing written
+
+
+def wait_for_file(pattern_dir: Path, count: int, seconds: float = 20) -> list[Path]:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        found = sorted(pattern_dir.glob("*.toml")) if pattern_dir.is_dir() else []
+        if len(found) >= count:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"{count} drafts not written within {seconds} s")
+
+
+def start_and_type(args: list[str], tmp_path: Path, text: str) -> PtyApp:
+    app = PtyApp(args, child_env(tmp_path), cwd=tmp_path)
+    app.wait_for("Manual reserve (6 GiB)")
+    app.read_for(1.0)
+    app.type(text)
+    app.wait_for("(modified)")
+    return app
+
+
+@pytest.mark.parametrize(
+    "specs, kill_order",
+    [(("one.toml", "two.toml"), (0, 1)), ((None, None), (1, 0))],
+    ids=["two-specs", "two-new-specs"],
+)
+def test_two_instances_killed_leave_both_drafts(tmp_path, specs, kill_order):
+    """Two real instances (two specs, or two new unsaved specs) edited, then SIGKILLed (no
+    handler runs): both drafts stay, and a new start lists both and recovers each."""
+    args = []
+    for name in specs:
+        if name is None:
+            args.append([])
+        else:
+            shutil.copy(SEED, tmp_path / name)
+            args.append([str(tmp_path / name)])
+    drafts = tmp_path / "state" / "drafts"
+    apps = []
+    try:
+        for i, a in enumerate(args):
+            apps.append(start_and_type(a, tmp_path, f"edit {i}"))
+        wait_for_file(drafts, 2)  # the 1 s autosave of each
+        for i in kill_order:
+            apps[i].proc.send_signal(signal.SIGKILL)
+            assert apps[i].wait_exit(10) == -signal.SIGKILL
+    finally:
+        for app in apps:
+            app.close()
+    files = sorted(drafts.glob("*.toml"))
+    assert sorted(read_draft(f).form["name"] for f in files) == ["edit 0", "edit 1"]
+
+    # the next start lists both; recover the first and save it; the next start the other
+    for round_ in range(2):
+        app = PtyApp([], child_env(tmp_path), cwd=tmp_path)
+        try:
+            app.wait_for("2 unsaved drafts were found" if round_ == 0 else "An unsaved draft")
+            app.wait_for("Skip")
+            if round_ == 0:  # one line each: its spec, age and what differs
+                for name, spec in zip(("edit 0", "edit 1"), specs):
+                    app.wait_for(f"{name} ({spec or 'new spec'}), just now: 1 field differs: name")
+            app.read_for(0.5)
+            app.type("r")
+            app.wait_for("draft recovered")
+            app.type("\x13")  # ctrl+s: a spec file is saved; a new spec asks for a file
+            if specs[0] is None:
+                app.wait_for("Save spec as")
+                app.read_for(0.5)  # the prompt takes the focus, its text selected
+                app.type(str(tmp_path / f"saved-{round_}.toml"))
+                app.wait_for(f"saved-{round_}.toml")
+                app.type("\r")
+            # the save removes the recovered draft (this instance's own now)
+            assert app.read_for(20, lambda _: len(list(drafts.glob("*.toml"))) == 1 - round_)
+            app.type("\x11")  # ctrl+q
+            assert app.wait_exit(20) == 0
+        finally:
+            app.close()
+    saved = (
+        [load_spec(tmp_path / n).name for n in specs]
+        if specs[0] is not None
+        else [load_spec(tmp_path / f"saved-{i}.toml").name for i in (0, 1)]
+    )
+    assert sorted(saved) == ["edit 0", "edit 1"]
+    assert list(drafts.glob("*.toml")) == []

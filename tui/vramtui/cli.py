@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         "terminal app; the commands below work headless.",
         epilog="Units: GB = 10^9 B, GiB = 2^30 B. Every figure is labelled estimated, measured "
         "or unknown. Config: <user config dir>/vramtui/config.toml (units, catalog_dir, "
-        "[keymap]); drafts: <user state dir>/vramtui/draft.toml.",
+        "[keymap]); drafts: one per app instance in <user state dir>/vramtui/drafts/, "
+        "offered for recovery at the next start.",
     )
     parser.add_argument("--version", action="version", version=f"vramtui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -93,9 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     app = sub.add_parser(
         "app",
         help="the terminal app (the default: `vramtui [SPEC.toml]`)",
-        description="Open the terminal app on SPEC, on a recovered draft, or on the built-in "
-        "seed example. Keys: F1 help, ctrl+s save, F2 save as, ctrl+o open, F4 units, "
-        "F5/F6 sizing/shortlist, ctrl+p command palette, ctrl+q quit.",
+        description="Open the terminal app on SPEC, or on the built-in seed example; the "
+        "start lists the drafts earlier instances left (unsaved edits: spec, age, fields "
+        "that differ) to recover, set aside or skip. Keys: F1 help, ctrl+s save, F2 save as, "
+        "ctrl+o open, F4 units, F5/F6 sizing/shortlist, ctrl+p command palette, ctrl+q quit.",
     )
     app.add_argument("spec", nargs="?", help="workload spec (TOML)")
     app.add_argument("--catalog", metavar="DIR", help="a catalogue directory over the built-ins")

@@ -82,27 +82,60 @@ class SizingSession:
     @classmethod
     def from_draft(cls, draft, catalog=None) -> SizingSession:
         """Reopen a draft exactly as it was typed; the results come from the draft when it is a
-        valid spec, else from its origin file, else from the built-in example."""
+        valid spec, else from its origin file, else from the built-in example.
+
+        Raises DraftError (one line) when the draft's form cannot be shown and edited: a draft
+        file is user data that may be damaged, and the app sets such a draft aside."""
+        from vramtui.drafts import DraftError
+
+        try:
+            return cls._from_draft(draft, catalog)
+        except VramtuiError as exc:
+            raise DraftError(f"the draft cannot be recovered: {exc}") from None
+        except (
+            TypeError,
+            ValueError,
+            KeyError,
+            IndexError,
+            AttributeError,
+            RecursionError,
+            OverflowError,
+        ) as exc:
+            raise DraftError(
+                f"the draft's form cannot be recovered ({type(exc).__name__}); it is damaged"
+            ) from None
+
+    @classmethod
+    def _from_draft(cls, draft, catalog=None) -> SizingSession:
         from vramtui.builtin_specs import seed_example_spec
 
+        if not isinstance(draft.form, dict) or not isinstance(draft.texts, dict):
+            raise TypeError("form and texts must be tables")
         origin = Path(draft.origin) if draft.origin else None
         fallback = None
-        if origin is not None and origin.is_file():
-            try:
+        try:
+            if origin is not None and origin.is_file():
                 fallback = load_spec(origin)
-            except VramtuiError:
-                fallback = None
+        except (VramtuiError, OSError, ValueError):
+            fallback = None  # the origin is gone or damaged: the example stands in
         session = cls.from_spec(fallback or seed_example_spec(), origin, catalog)
-        session.form = copy.deepcopy(draft.form)
+        form = copy.deepcopy(draft.form)
+        check_form_shape(form)
+        session.form = form
         session.dirty = True
         for path, text in draft.texts.items():
             if path in FIELDS_BY_PATH:
+                if not isinstance(text, str):
+                    raise TypeError(f"texts.{path} is not a string")
                 session.texts[path] = text
                 try:
                     parse_text(FIELDS_BY_PATH[path], text)
                 except FieldError as exc:
                     session.errors[path] = str(exc)
         session.revalidate()
+        for f in session.fields():  # what the form shows: every value must render
+            if not isinstance(session.text(f.path), str):
+                raise TypeError(f"{f.path} cannot be shown")
         return session
 
     # ------------------------------------------------------------------ reading
@@ -285,6 +318,22 @@ class SizingSession:
         self.path = target
         self.dirty = False
         return target
+
+
+def check_form_shape(form: dict) -> None:
+    """Raise TypeError unless every field's tables are tables and its value can be shown:
+    what editing and showing a form recovered from a draft file relies on."""
+    fields_for(form)
+    for f in FIELDS_BY_PATH.values():
+        parts = f.path.split(".")
+        node = form
+        for part in ["model"] if f.path == "model" else parts[:-1]:
+            node = node.get(part)
+            if node is None:
+                break
+            if not isinstance(node, dict):
+                raise TypeError(f"{part} in {f.path} is not a table")
+        value_text(f, get_value(form, f.path))
 
 
 def compute(spec: Spec, base_dir: Path | None, catalog, days, today) -> Results:

@@ -34,6 +34,7 @@ import tomli_w
 from vramtui import limits
 from vramtui.errors import SpecError
 from vramtui.models.architecture import GROUPS, Architecture
+from vramtui.models.resolve import model_ref_too_long
 from vramtui.safe_text import has_unsafe, safe_line, safe_text
 
 __all__ = [
@@ -868,6 +869,10 @@ def _parse_model(root: _Table) -> ModelRef:
         )
     model_id = t.string("id", nonempty=True)
     path = t.string("path", nonempty=True, raw=True)
+    for key, value in (("id", model_id), ("path", path)):
+        too_long = model_ref_too_long(value or "", t.key(key), f" ({t.source})")
+        if too_long:
+            raise _fail(too_long)
     params = _parse_params(t)
     revision = t.string("revision", nonempty=True)
     if revision is not None and params is not None:

@@ -403,6 +403,11 @@ def _parse_text(f: FieldDef, text: str) -> Any:
         raise FieldError(f"{f.label} is required; {_expected(f)}")
     try:
         if f.kind == "model":
+            from vramtui.models.resolve import model_ref_too_long
+
+            too_long = model_ref_too_long(t, f.label)
+            if too_long:
+                raise FieldError(too_long)
             return _parse_model(t)
         if f.kind == "int":
             return _parse_int(t, f.label)

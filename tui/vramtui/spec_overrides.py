@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vramtui.errors import SpecError
 from vramtui.fsutil import user_path
 from vramtui.spec import Spec, load_spec, spec_from_dict, spec_to_dict
 
@@ -39,7 +40,11 @@ def apply_overrides(spec: Spec, args) -> Spec:
             changed = True
 
     if args.model:
-        from vramtui.models.resolve import looks_like_path
+        from vramtui.models.resolve import looks_like_path, model_ref_too_long
+
+        too_long = model_ref_too_long(args.model, "--model")
+        if too_long:
+            raise SpecError(too_long)
 
         d["model"] = {"path": args.model} if looks_like_path(args.model) else {"id": args.model}
         if d.get("headroom", {}).get("mode") == "manual" and spec.model.params is not None:

@@ -8,26 +8,32 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.css.query import NoMatches
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
 from vramtui.app.messages import CandidateSelected, FieldEdited
 from vramtui.app.screens.dialogs import HelpScreen, PathPrompt, RecoverDraft
+from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
 from vramtui.app.widgets.ledger_pane import LedgerPane
 from vramtui.app.widgets.shortlist_pane import ShortlistPane
 from vramtui.app.widgets.spec_form import SpecForm
-from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
 from vramtui.app.widgets.triage_pane import TriagePane, TriageRequest
 from vramtui.config import UNITS, Config
 from vramtui.drafts import (
-    discard_draft,
-    draft_path,
-    read_draft,
-    set_aside_draft,
-    write_draft,
+    UNREADABLE_DIR,
+    DraftError,
+    DraftSlot,
+    drafts_dir,
+    is_held,
+    load_draft,
+    name_for_spec,
+    printable,
+    recoverable_drafts,
+    set_aside,
 )
 from vramtui.errors import VramtuiError
+from vramtui.fsutil import user_path
 from vramtui.safe_text import safe_line, safe_text
 from vramtui.session import SizingSession
 
@@ -65,6 +71,7 @@ class VramtuiApp(App):
         config: Config | None = None,
         offer_draft: bool = False,
         draft_file: Path | None = None,
+        draft_dir: Path | None = None,
         feed_settings=None,
         initial_tab: str = "sizing",
     ) -> None:
@@ -73,7 +80,19 @@ class VramtuiApp(App):
         self.config = config or Config()
         self.unit = self.config.units
         self.offer_draft = offer_draft
-        self.draft_file = draft_file or draft_path()
+        # One draft per instance, locked while it lives (vramtui.drafts). A given draft_file
+        # stays this instance's draft whatever spec it edits; otherwise the draft follows the
+        # spec's path (a new name after open / save as).
+        self.draft_dir = draft_dir or (draft_file.parent if draft_file else drafts_dir())
+        self._fixed_draft = draft_file is not None
+        self._slot = (
+            DraftSlot.fixed(draft_file)
+            if draft_file is not None
+            else DraftSlot.claim(session.path, self.draft_dir)
+        )
+        self._draft_entries: list = []  # the recoverable drafts the start-up dialog lists
+        self._draft_failed = ""  # why the last autosave failed ("" when it worked)
+        self._quit_armed = False  # ctrl+q pressed once while the draft could not be written
         self._autosave_timer = None
         self.feed_settings = feed_settings
         self.initial_tab = initial_tab
@@ -147,9 +166,7 @@ class VramtuiApp(App):
         else:
             self.call_after_refresh(self._focus_first_field)
         if self.offer_draft:
-            draft = read_draft(self.draft_file)
-            if draft is not None:
-                self.push_screen(RecoverDraft(draft.describe()), self._recover_answer)
+            self._offer_drafts()
 
     def _focus_first_field(self) -> None:
         """Keyboard first: start in the form's first input, not on the tab bar."""
@@ -204,6 +221,8 @@ class VramtuiApp(App):
             marks.append("modified")
         if not s.is_valid:
             marks.append("invalid field: showing the last valid estimate")
+        if self._draft_failed and s.dirty:
+            marks.append("draft not saved")
         self.sub_title = safe_line(name + (f" ({'; '.join(marks)})" if marks else ""))
 
     # ------------------------------------------------------------------ edits
@@ -239,21 +258,49 @@ class VramtuiApp(App):
             self._autosave_timer.stop()
         self._autosave_timer = self.set_timer(AUTOSAVE_DELAY_S, self.save_draft_now)
 
-    def save_draft_now(self) -> None:
-        if self.session.dirty:
-            write_draft(self.session.form, self.session.texts, self.session.path, self.draft_file)
+    @property
+    def draft_file(self) -> Path:
+        """This instance's draft file (it exists only while there are unsaved edits)."""
+        return self._slot.path
+
+    def save_draft_now(self) -> bool:
+        """Write the draft when there are unsaved edits; True when they are on disk (or there
+        is nothing to keep). A failure (state dir unwritable, disk full) warns once and
+        leaves the app running: ctrl+s still saves the spec itself."""
+        if not self.session.dirty:
+            return True
+        try:
+            self._slot.write(self.session.form, self.session.texts, self.session.path)
+        except (OSError, ValueError, TypeError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            if not self._draft_failed:
+                self.notify(
+                    f"the draft cannot be saved to {self.draft_file.parent} ({reason}); your "
+                    "edits are only in this window: ctrl+s saves the spec",
+                    severity="warning",
+                    timeout=15,
+                    markup=False,
+                )
+            self._draft_failed = reason
+            self._update_title()
+            return False
+        if self._draft_failed:
+            self._draft_failed = ""
+            self._update_title()
+        return True
 
     def _on_hangup(self, sig: int) -> None:
         """A dropped SSH connection (SIGHUP) or a kill (SIGTERM): keep every edit, leave."""
         name = signal.Signals(sig).name
         try:
-            if self.session.dirty:
-                self.save_draft_now()
+            if not self.session.dirty:
+                self.exit_note = f"received {name}: no unsaved changes"
+            elif self.save_draft_now():
                 self.exit_note = f"received {name}: draft saved to {self.draft_file}"
             else:
-                self.exit_note = f"received {name}: no unsaved changes"
-        except OSError as exc:
-            self.exit_note = f"received {name}: the draft could not be saved ({exc})"
+                self.exit_note = (
+                    f"received {name}: the draft could not be saved ({self._draft_failed})"
+                )
         finally:
             self.stop_feed()
             self._exit_soon_regardless()
@@ -323,7 +370,7 @@ class VramtuiApp(App):
 
     def _save_answer(self, path: str | None) -> None:
         if path:
-            self._save_to(Path(path).expanduser())
+            self._save_to(user_path(path))
 
     def _save_to(self, path: Path) -> None:
         try:
@@ -331,9 +378,24 @@ class VramtuiApp(App):
         except VramtuiError as exc:
             self.notify(str(exc), severity="error", timeout=10)
             return
-        discard_draft(self.draft_file)
+        self._slot.discard()  # this instance's draft only: another's edits stay where they are
+        self._draft_failed = ""
+        self._quit_armed = False
+        self._follow_spec_path()
         self._update_title()
         self.notify(f"saved {saved}")
+
+    def _follow_spec_path(self) -> None:
+        """After save as / open the spec has another path: so has this instance's draft."""
+        if self._fixed_draft:
+            return
+        old = self._slot
+        if self.session.path is not None and old.path.stem.startswith(
+            name_for_spec(self.session.path)
+        ):
+            return
+        self._slot = DraftSlot.claim(self.session.path, self.draft_dir)
+        old.release()
 
     def action_open(self) -> None:
         self.push_screen(PathPrompt("Open spec (TOML)"), self._open_answer)
@@ -342,18 +404,28 @@ class VramtuiApp(App):
         if not path:
             return
         try:
-            session = SizingSession.open(Path(path).expanduser(), self.session.catalog)
+            session = SizingSession.open(user_path(path), self.session.catalog)
         except VramtuiError as exc:
             self.notify(str(exc), severity="error", timeout=10)
             return
         if self.session.dirty:
             # The unsaved edits belong to the other spec: keep them apart, never overwritten
             # by the next autosave nor removed by a clean quit.
-            self.save_draft_now()
-            aside = set_aside_draft(self.draft_file)
+            if not self.save_draft_now():
+                self.notify(
+                    "the unsaved edits of this spec cannot be kept as a draft: save them "
+                    "(ctrl+s) before opening another spec",
+                    severity="error",
+                    timeout=10,
+                )
+                return
+            aside = self._slot.set_aside()
             if aside is not None:
-                self.notify(f"unsaved edits of the previous spec kept as {aside}", timeout=10)
+                self.notify(
+                    f"unsaved edits of the previous spec kept as {aside}", timeout=10, markup=False
+                )
         await self._replace_session(session)
+        self._follow_spec_path()
         self.notify(f"opened {path}")
 
     # ------------------------------------------------------------------ measurements, sheet
@@ -368,7 +440,7 @@ class VramtuiApp(App):
         if not path:
             return
         try:
-            result, added = self.session.import_measurements(Path(path).expanduser())
+            result, added = self.session.import_measurements(user_path(path))
         except VramtuiError as exc:
             self.notify(str(exc), severity="error", timeout=10)
             return
@@ -398,7 +470,7 @@ class VramtuiApp(App):
         from vramtui.sheet.model import build_sheet
 
         results = self.session.results
-        target = Path(path).expanduser()
+        target = user_path(path)
         try:
             sheet = build_sheet(
                 results.spec,
@@ -435,6 +507,7 @@ class VramtuiApp(App):
 
     def on_unmount(self) -> None:
         self.stop_feed()
+        self.release_draft()
 
     def _feed_changed(self) -> None:
         """From the feed's thread: ask the UI thread to redraw (dropped while shutting down)."""
@@ -523,7 +596,7 @@ class VramtuiApp(App):
                         timeout=8,
                     )
             elif message.action == "open":
-                path = Path(str(message.value or "")).expanduser()
+                path = user_path(str(message.value or ""))
                 from vramtui.triage.command import read_log_text
 
                 text = read_log_text(str(path)) if str(message.value or "").strip() else ""
@@ -574,31 +647,105 @@ class VramtuiApp(App):
         await form.rebuild()
         self._refresh_all()
 
-    async def _recover_answer(self, recover: bool | None) -> None:
-        draft = read_draft(self.draft_file)
-        if draft is None:
+    # ------------------------------------------------------------------ drafts at start-up
+
+    def _offer_drafts(self) -> None:
+        """List every draft no live instance holds: recover one, set it aside, or skip."""
+        entries, notes = recoverable_drafts(self.draft_dir)
+        for note in notes:
+            self.notify(
+                f"unreadable draft set aside: {printable(note, 300)}",
+                severity="warning",
+                timeout=10,
+                markup=False,
+            )
+        self._draft_entries = entries
+        if entries:
+            self.push_screen(RecoverDraft([e.line() for e in entries]), self._recover_answer)
+
+    async def _recover_answer(self, answer: tuple[str, int] | None) -> None:
+        if answer is None:
+            return  # skipped: the drafts stay, offered again at the next start
+        action, index = answer
+        entry = self._draft_entries.pop(index)
+        if is_held(entry.path):
+            self.notify("that draft has just been taken by another vramtui", severity="warning")
+        elif action == "recover":
+            await self._recover(entry.path)
             return
-        if recover:
-            session = SizingSession.from_draft(draft, self.session.catalog)
-            await self._replace_session(session)
-            self.form.show_errors()
-            self.notify("draft recovered")
         else:
-            aside = self.draft_file.with_name("draft.set-aside.toml")
-            self.draft_file.replace(aside)
-            self.notify(f"draft set aside as {aside}")
+            aside = set_aside(entry.path)
+            if aside is not None:
+                self.notify(f"draft set aside as {aside}", markup=False)
+            else:
+                self.notify(
+                    f"the draft {entry.path} could not be moved", severity="warning", markup=False
+                )
+        if self._draft_entries:
+            self.push_screen(
+                RecoverDraft([e.line() for e in self._draft_entries]), self._recover_answer
+            )
+
+    async def _recover(self, path: Path) -> None:
+        """Load the draft into the form and make it this instance's draft; a damaged one is
+        moved to unreadable/ and the app goes on with the spec it started with."""
+        slot = DraftSlot.adopt(path)
+        if slot is None:
+            self.notify("that draft has just been taken by another vramtui", severity="warning")
+            return
+        try:
+            session = SizingSession.from_draft(load_draft(path), self.session.catalog)
+        except FileNotFoundError:
+            slot.release()
+            self.notify("that draft is gone (saved or recovered meanwhile)", severity="warning")
+            return
+        except Exception as exc:  # a damaged file: DraftError, or anything it still provokes
+            slot.release()
+            reason = str(exc) if isinstance(exc, DraftError) else type(exc).__name__
+            aside = set_aside(path, UNREADABLE_DIR)
+            where = f"; kept as {aside}" if aside else ""
+            self.notify(
+                f"the draft cannot be recovered ({printable(reason, 300)}){where}",
+                severity="error",
+                timeout=15,
+                markup=False,
+            )
+            return
+        old, self._slot = self._slot, slot
+        old.release()
+        await self._replace_session(session)
+        self.form.show_errors()
+        self.notify("draft recovered")
 
     async def action_quit(self) -> None:
-        self.stop_feed()
         if self.session.dirty:
-            self.save_draft_now()
-            self.exit_note = (
-                f"unsaved changes kept as a draft ({self.draft_file}); "
-                "vramtui offers to recover it at the next start"
-            )
+            if not self.save_draft_now() and not self._quit_armed:
+                self._quit_armed = True
+                self.notify(
+                    f"the unsaved edits cannot be kept as a draft ({self._draft_failed}): "
+                    "ctrl+s saves the spec; quit again to leave without them",
+                    severity="error",
+                    timeout=15,
+                    markup=False,
+                )
+                return
+            if self._draft_failed:
+                self.exit_note = (
+                    f"unsaved changes lost: the draft could not be saved ({self._draft_failed})"
+                )
+            else:
+                self.exit_note = (
+                    f"unsaved changes kept as a draft ({self.draft_file}); "
+                    "vramtui offers to recover it at the next start"
+                )
         else:
-            discard_draft(self.draft_file)
+            self._slot.discard()
+        self.stop_feed()
         self.exit()
+
+    def release_draft(self) -> None:
+        """Give up this instance's lock (its draft file, if any, stays to be recovered)."""
+        self._slot.release()
 
     # ------------------------------------------------------------------ command palette
 

@@ -1,9 +1,9 @@
-"""Start the app from the command line: spec file, recovered draft, or the seed example."""
+"""Start the app from the command line: spec file, or the seed example; the drafts left by
+earlier instances are offered for recovery at start-up."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 
 def run_app(
@@ -16,20 +16,20 @@ def run_app(
     from vramtui.builtin_specs import seed_example_spec
     from vramtui.catalog import load_catalog
     from vramtui.config import load_config
-    from vramtui.drafts import read_draft
+    from vramtui.fsutil import user_path
     from vramtui.session import SizingSession
 
     binding_ids = {b.id for b in VramtuiApp.BINDINGS if b.id}
     config = load_config(binding_ids=binding_ids)
     catalog = load_catalog(catalog_dir or config.catalog_dir)
     if spec_path:
-        session = SizingSession.open(Path(spec_path).expanduser(), catalog)
+        session = SizingSession.open(user_path(spec_path), catalog)
     else:
         session = SizingSession.from_spec(seed_example_spec(), None, catalog)
     app = VramtuiApp(
         session,
         config,
-        offer_draft=read_draft() is not None,
+        offer_draft=True,
         feed_settings=feed_settings,
         initial_tab=initial_tab,
     )
@@ -37,6 +37,7 @@ def run_app(
         app.run()
     finally:
         app.stop_feed()
+        app.release_draft()
     if app.exit_note:
         try:
             print(f"vramtui: {app.exit_note}", file=sys.stderr, flush=True)

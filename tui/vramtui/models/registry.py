@@ -142,7 +142,11 @@ def find_model(name: str, catalog_dir: Path | None = None) -> Architecture:
     """The catalogue model whose Hub id (any case) or alias is `name`; else a ModelError with close matches."""
     directory = _directory(catalog_dir)
     direct = directory / file_name_for(name.strip())
-    if "/" in name and direct.is_file():
+    try:
+        exact_file = "/" in name and direct.is_file()
+    except (OSError, ValueError):
+        exact_file = False  # no such file can exist (a name too long, a NUL byte)
+    if exact_file:
         # Fast path for an exact Hub id: read its one file, not the whole catalogue.
         arch, _ = _load_one(direct)
         if arch.model_id == name.strip():

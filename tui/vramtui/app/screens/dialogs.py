@@ -5,8 +5,10 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
 
 
 class PathPrompt(ModalScreen[str | None]):
@@ -33,37 +35,66 @@ class PathPrompt(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class RecoverDraft(ModalScreen[bool]):
+class RecoverDraft(ModalScreen[tuple[str, int] | None]):
+    """The drafts left by earlier instances (one line each: spec, age, what differs).
+    Dismissed with ("recover", index), ("aside", index), or None to skip them all."""
+
     BINDINGS = [
         Binding("r", "recover", "Recover", id="dialog.recover"),
         Binding("d", "discard", "Set aside", id="dialog.discard"),
+        Binding("escape,s", "skip", "Skip", id="dialog.skip"),
     ]
 
-    def __init__(self, description: str) -> None:
+    def __init__(self, lines: list[str]) -> None:
         super().__init__()
-        self.description = description
+        self.lines = list(lines)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label("An unsaved draft was found", classes="dialog-title")
-            yield Static(self.description, markup=False)
+            count = len(self.lines)
+            yield Label(
+                "An unsaved draft was found"
+                if count == 1
+                else f"{count} unsaved drafts were found",
+                classes="dialog-title",
+            )
+            yield OptionList(*(Option(Content(line)) for line in self.lines), id="draft-list")
             yield Static(
-                "Recover it (r), or set it aside (d): it is kept as "
-                "draft.set-aside.toml, never deleted.",
+                "Recover the highlighted draft (r), set it aside (d): kept under set-aside/, "
+                "never deleted; or skip (s, Escape): the drafts wait for the next start.",
                 classes="dialog-hint",
             )
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Recover", id="recover", variant="primary")
                 yield Button("Set aside", id="discard")
+                yield Button("Skip", id="skip")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        options.highlighted = 0
+        options.focus()
+
+    def _chosen(self) -> int:
+        index = self.query_one(OptionList).highlighted
+        return 0 if index is None else index
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(("recover", event.option_index))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "recover")
+        if event.button.id == "skip":
+            self.dismiss(None)
+        else:
+            self.dismiss(("recover" if event.button.id == "recover" else "aside", self._chosen()))
 
     def action_recover(self) -> None:
-        self.dismiss(True)
+        self.dismiss(("recover", self._chosen()))
 
     def action_discard(self) -> None:
-        self.dismiss(False)
+        self.dismiss(("aside", self._chosen()))
+
+    def action_skip(self) -> None:
+        self.dismiss(None)
 
 
 # One line per paragraph: the Static wraps them to the dialog's width (hard-wrapped lines wider
@@ -83,9 +114,9 @@ HELP_TEXT = (
     "Per-stage peaks add only items live together; the conservative bound sums every item's "
     "maximum and is a bound, not an observed peak.\n"
     "\n"
-    "Your edits are autosaved as a draft; a dropped SSH connection (SIGHUP) saves it too, and the "
-    "next start offers to recover it. Keys can be remapped in config.toml [keymap] by binding "
-    "id.\n"
+    "Your edits are autosaved as a draft of this window's own; a dropped SSH connection (SIGHUP) "
+    "saves it too, and the next start lists every draft left behind to recover or set aside. "
+    "Keys can be remapped in config.toml [keymap] by binding id.\n"
 )
 
 
