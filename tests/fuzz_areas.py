@@ -659,6 +659,8 @@ def known_spec_data() -> dict[str, dict]:
         "days-1e6": sample_with(LLAMA, ("campaign", "days"), 1e6),
         "params-1e307": sample_with(SEED, ("model", "params"), 1e307),
         "params-5000-digits": sample_with(SEED, ("model", "params"), HUGE_INT),
+        # found by the long run (bench/results/fuzz-long-2026-12-03.md)
+        "schema-version-5000-digits": sample_with(SEED, ("schema_version",), HUGE_INT),
         "name-osc52-csi2j": sample_with(LLAMA, ("name",), "\x1b]52;c;aGk=\x07\x1b[2J"),
         "model-id-300-chars": sample_with(LLAMA, ("model", "id"), "m" * 300),
         "seq-nan": sample_with(LLAMA, ("lengths", "prompt_tokens"), math.nan),

@@ -95,3 +95,13 @@ def test_an_unforeseen_exception_is_one_line_and_a_crash_file(monkeypatch, capsy
     assert len(crash) == 1
     assert "Traceback (most recent call last)" in crash[0].read_text()
     assert str(crash[0]) in lines[0]
+
+
+def test_a_5000_digit_schema_version_is_refused_in_one_line():
+    data = _sample("mixtral-8x7b-moe.toml")
+    data["schema_version"] = 10**4999
+    with pytest.raises(SpecError) as err:
+        spec_from_dict(data)
+    message = str(err.value)
+    assert message.startswith("schema_version a number of over 300 digits is not supported")
+    assert "\n" not in message

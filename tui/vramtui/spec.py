@@ -822,7 +822,8 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
     version = root.integer("schema_version", required=True)
     if version != SCHEMA_VERSION:
         raise _fail(
-            f"schema_version {version} is not supported ({source}); this vramtui reads "
+            f"schema_version {limits.show_number(version)} is not supported ({source}); this "
+            "vramtui reads "
             f"schema_version = {SCHEMA_VERSION}: set it to {SCHEMA_VERSION} or upgrade vramtui"
         )
     name = root.string("name")
