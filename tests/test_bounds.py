@@ -146,7 +146,7 @@ def _reference_cover(plans, hours: int) -> float:
 
 
 def test_ten_year_campaign_cost_by_hand():
-    from vramtui.shortlist import cheapest_cover
+    from vramtui.campaign_cost import cheapest_cover
 
     # 3,650 days = 521 weeks + 3 days; 3 days cost 60 (3 x day) < 100 (a week).
     c = cheapest_cover((HOURLY, DAILY, WEEKLY), 3_650 * 24)
@@ -160,7 +160,7 @@ def test_ten_year_campaign_cost_by_hand():
 
 @pytest.mark.parametrize("table", [False, True])
 def test_closed_form_cover_equals_the_hour_by_hour_table(monkeypatch, table):
-    import vramtui.shortlist as sl
+    import vramtui.campaign_cost as sl
 
     if table:  # force the bounded-table path instead of the enumeration
         monkeypatch.setattr(sl, "_MAX_COMBINATIONS", 0)
@@ -180,7 +180,7 @@ def test_closed_form_cover_equals_the_hour_by_hour_table(monkeypatch, table):
 
 
 def test_cover_work_does_not_grow_with_days(monkeypatch):
-    import vramtui.shortlist as sl
+    import vramtui.campaign_cost as sl
 
     monkeypatch.setattr(sl, "_MAX_COMBINATIONS", 0)
     seen = []
