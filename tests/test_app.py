@@ -290,7 +290,10 @@ async def test_shortlist_tab_ranks_fits_first_and_shows_the_selected_candidate(c
     app = seed_app(catalog, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("f6")
-        await pilot.pause()
+        for _ in range(100):  # a loaded machine can take a while to switch tabs
+            await pilot.pause(0.05)
+            if app.query_one("#tabs").active == "shortlist":
+                break
         assert app.query_one("#tabs").active == "shortlist"
         table = app.query_one("#shortlist-table", DataTable)
         keys = [row.key.value for row in table.ordered_rows]

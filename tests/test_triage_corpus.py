@@ -1,0 +1,97 @@
+"""The real OOM corpus (tests/triage_corpus): every report is well formed, sourced, labelled in
+the agreed vocabulary, and sits in exactly one half of the split. The reader's figures on it
+are measured by bench/bench_triage_corpus.py, not asserted here."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parent / "triage_corpus"
+REPORTS = sorted((CORPUS / "reports").glob("*.toml"))
+
+STAGES = {
+    "load",
+    "generate",
+    "train_forward",
+    "backward",
+    "optimizer_step",
+    "eval",
+    "save",
+    "other",
+    "unknown",
+}
+STAGE_BASES = {"frames", "code", "log", "reporter", "none"}
+BACKENDS = {"cuda", "rocm", "mps", "xpu", "cpu", "tpu", "unknown"}
+URL = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull|discussions)/\d+")
+
+
+def _load(path: Path) -> dict:
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def _split() -> dict[str, str]:
+    split = tomllib.loads((CORPUS / "split.toml").read_text(encoding="utf-8"))
+    half_of: dict[str, str] = {}
+    for half in ("development", "held_out"):
+        for repo in split[half]["repositories"]:
+            assert repo not in half_of, f"{repo} is in both halves"
+            half_of[repo] = half
+    return half_of
+
+
+def test_the_corpus_is_large_enough():
+    reports = [_load(p) for p in REPORTS]
+    ooms = sum(1 for r in reports if r["is_oom"])
+    near = len(reports) - ooms
+    assert ooms >= 140 and near >= 40, (ooms, near)
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=lambda p: p.stem)
+def test_report_is_well_formed(path):
+    r = _load(path)
+    assert URL.match(r["source_url"]), r["source_url"]
+    owner_repo = "/".join(r["source_url"].split("/")[3:5])
+    assert owner_repo.lower() == r["repository"].lower()
+    assert path.stem.startswith(r["repository"].replace("/", "__"))
+    assert isinstance(r["is_oom"], bool)
+    assert r["stage"] in STAGES
+    assert r["stage_basis"] in STAGE_BASES
+    if r["stage"] == "unknown":
+        assert r["stage_basis"] in ("none", "reporter")
+    assert r["backend"] in BACKENDS
+    text = r["excerpt"]["text"]
+    assert text.strip() and len(text) <= 6000 and text.count("\n") <= 80
+    for fig in r.get("figures", []):
+        # A figure's text is taken from the excerpt, and its bytes were worked by hand.
+        assert fig["as_written"] in text, fig
+        assert isinstance(fig["bytes"], int), fig  # vLLM can print a negative KV budget
+        assert fig["key"].endswith("_bytes"), fig
+    if not r["is_oom"]:
+        assert r["near_miss_kind"], "a near-miss says what it really is"
+
+
+def test_every_repository_is_in_one_half_and_both_halves_hold_both_kinds():
+    half_of = _split()
+    counts = {("development", True): 0, ("development", False): 0}
+    counts |= {("held_out", True): 0, ("held_out", False): 0}
+    for path in REPORTS:
+        r = _load(path)
+        assert r["repository"] in half_of, f"{r['repository']} missing from split.toml"
+        counts[(half_of[r["repository"]], r["is_oom"])] += 1
+    assert all(n >= 15 for n in counts.values()), counts
+
+
+def test_one_report_per_thread_unless_marked_as_a_second_error():
+    seen: dict[str, str] = {}
+    for path in REPORTS:
+        url = _load(path)["source_url"].split("#")[0]
+        if url in seen:
+            assert path.stem.endswith(("-b", "-c")) or seen[url].endswith(("-b", "-c")), (
+                path.stem,
+                seen[url],
+            )
+        seen[url] = path.stem
