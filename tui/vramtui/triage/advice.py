@@ -2,8 +2,7 @@
 and propose single changes (capacity, cache, micro-batch, precision, activation strategy,
 allocator), each with its predicted new peak and what must be re-checked.
 
-A change touches exactly one variable; `variables_changed` says which variables a spec edit
-touches, and `check_single_change` refuses an edit that touches two.
+A change touches exactly one variable (`single_change`); the attempt log is `attempts`.
 """
 
 from __future__ import annotations
@@ -11,10 +10,17 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field
 
-from vramtui.errors import VramtuiError
 from vramtui.ledger import Estimate, estimate
 from vramtui.ledger.items import STAGE_LABELS
-from vramtui.spec import Measurement, Spec, TriageAttempt, spec_from_dict, spec_to_dict
+from vramtui.spec import Measurement, Spec
+from vramtui.triage.attempts import record_attempt, set_outcome, with_measurements
+from vramtui.triage.single_change import (
+    TwoVariablesError,
+    check_single_change,
+    edit_spec,
+    spec_diff,
+    variables_changed,
+)
 from vramtui.units import GIB_BYTES, format_bytes
 
 PHASE_STAGES = {
@@ -25,36 +31,6 @@ PHASE_STAGES = {
     "optimizer_step": ("optimizer_step",),
     "other": ("validation", "export"),
 }
-
-# Which variable each spec field belongs to. Fields not listed change the workload itself.
-VARIABLE_OF_FIELD = {
-    "placement.gpus": "capacity",
-    "placement.tensor_parallel": "capacity",
-    "placement.pipeline_parallel": "capacity",
-    "placement.data_parallel_sharding": "capacity",
-    "lengths.prompt_tokens": "cache",
-    "lengths.generated_tokens": "cache",
-    "batch.concurrency": "cache",
-    "runtime.kv_cache_dtype": "cache",
-    "runtime.kv_block_tokens": "cache",
-    "batch.micro_batch": "micro_batch",
-    "batch.grad_accum": "micro_batch",
-    "weights.format": "precision",
-    "weights.double_quant": "precision",
-    "weights.bits": "precision",
-    "weights.group_size": "precision",
-    "weights.gguf_type": "precision",
-    "weights.groups": "precision",
-    "training.optimizer": "precision",
-    "training.optimizer_state_dtype": "precision",
-    "training.grad_dtype": "precision",
-    "training.master_weights_fp32": "precision",
-    "training.grad_checkpointing": "activation",
-    "runtime.attention": "activation",
-}
-# Bookkeeping that is not a workload variable.
-IGNORED_FIELDS = ("name", "description", "triage", "measured", "campaign", "quality")
-
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -81,61 +57,6 @@ class Advice:
     recommendations: tuple[Recommendation, ...]
     measurements: tuple[Measurement, ...] = field(default_factory=tuple)
     warnings: tuple[str, ...] = ()
-
-
-# ------------------------------------------------------------------------------ variables
-
-
-def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and key != "weights.groups":
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def spec_diff(before: Spec, after: Spec) -> dict[str, tuple[object, object]]:
-    a, b = _flatten(spec_to_dict(before)), _flatten(spec_to_dict(after))
-    out = {}
-    for key in sorted(set(a) | set(b)):
-        if key.split(".")[0] in IGNORED_FIELDS:
-            continue
-        if a.get(key) != b.get(key):
-            out[key] = (a.get(key), b.get(key))
-    return out
-
-
-def variables_changed(before: Spec, after: Spec) -> dict[str, list[str]]:
-    """Variable -> the fields of it that differ ("workload" for anything else)."""
-    out: dict[str, list[str]] = {}
-    for key in spec_diff(before, after):
-        var = VARIABLE_OF_FIELD.get(key)
-        if var is None and key.startswith("task.lora"):
-            var = "workload"
-        out.setdefault(var or "workload", []).append(key)
-    return out
-
-
-class TwoVariablesError(VramtuiError):
-    """An attempt that changes more than one variable at once."""
-
-
-def check_single_change(before: Spec, after: Spec) -> str:
-    """The one variable `after` changes; TwoVariablesError (with the diff) otherwise."""
-    changed = variables_changed(before, after)
-    if len(changed) == 1 and "workload" not in changed:
-        return next(iter(changed))
-    diff = spec_diff(before, after)
-    shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items()) or "no change"
-    if not changed:
-        raise TwoVariablesError(f"the edit changes nothing the triage can test ({shown})")
-    raise TwoVariablesError(
-        f"one change at a time: this edit touches {', '.join(sorted(changed))} ({shown}); "
-        "make one of them, re-run, and record the outcome before the next"
-    )
 
 
 # ------------------------------------------------------------------------------ figures
@@ -204,23 +125,6 @@ def measurements_from(reading, stages: tuple[str, ...], spec: Spec) -> tuple[Mea
 
 
 # ------------------------------------------------------------------------------ candidates
-
-
-def _edit(spec: Spec, edits: dict[str, object]) -> Spec | None:
-    d = spec_to_dict(spec)
-    for path, value in edits.items():
-        node = d
-        parts = path.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        if value is None:
-            node.pop(parts[-1], None)
-        else:
-            node[parts[-1]] = value
-    try:
-        return spec_from_dict(d, "a triage change")
-    except VramtuiError:
-        return None
 
 
 def _quality_recheck(spec: Spec, what: str) -> str:
@@ -377,7 +281,7 @@ def advise(
         )
     recs: list[Recommendation] = []
     for variable, change, edits, recheck in candidate_edits(spec, phase):
-        after = _edit(spec, edits)
+        after = edit_spec(spec, edits)
         if after is None:
             continue
         try:
@@ -500,44 +404,6 @@ def _capacity(spec, est, arch, catalog, calibration, needed, stages) -> list[Rec
                 )
             ]
     return []
-
-
-def record_attempt(
-    spec: Spec, reading, advice: Advice, rec: Recommendation, now: datetime.datetime | None = None
-) -> Spec:
-    """The spec after applying `rec` (exactly one variable) with the attempt appended to its
-    triage log (outcome pending until the user reports it)."""
-    base = rec.spec_after or spec
-    if rec.spec_after is not None:
-        check_single_change(spec, rec.spec_after)
-    ev = reading.primary
-    attempt = TriageAttempt(
-        time=(now or datetime.datetime.now(datetime.timezone.utc)).isoformat(timespec="seconds"),
-        phase=advice.phase,
-        framework=ev.framework if ev else "",
-        figures=dict(ev.figures) if ev else {},
-        variable=rec.variable,
-        change=rec.change,
-        predicted_peak_bytes=rec.predicted_peak_bytes,
-        outcome="pending",
-    )
-    from dataclasses import replace
-
-    return replace(base, triage=tuple(spec.triage) + (attempt,))
-
-
-def set_outcome(spec: Spec, index: int, outcome: str) -> Spec:
-    from dataclasses import replace
-
-    attempts = list(spec.triage)
-    attempts[index] = replace(attempts[index], outcome=outcome)
-    return replace(spec, triage=tuple(attempts))
-
-
-def with_measurements(spec: Spec, measurements) -> Spec:
-    from dataclasses import replace
-
-    return replace(spec, measured=tuple(spec.measured) + tuple(measurements))
 
 
 __all__ = [

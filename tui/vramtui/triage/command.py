@@ -99,6 +99,8 @@ def triage_to_dict(reading, advice) -> dict:
 def cmd_triage(args) -> int:
     from vramtui.triage.reader import read_log
 
+    if getattr(args, "outcome", None) or getattr(args, "attempt", None) is not None:
+        return cmd_outcome(args)
     reading = read_log(read_log_text(args.log))
     spec = arch = checkpoint = catalog = None
     advice = None
@@ -125,6 +127,65 @@ def cmd_triage(args) -> int:
         return EXIT_NO_OOM
     if advice is not None and (args.apply or args.record_measured):
         _update_spec(user_path(args.spec), spec, reading, advice, args)
+    return 0
+
+
+def cmd_outcome(args) -> int:
+    """`vramtui triage --spec SPEC --outcome fixed|still-oom|other-error [--attempt N]`: mark
+    a logged attempt's result, as the app's outcome buttons do, and save the spec atomically."""
+    from vramtui.spec import load_spec, save_spec
+    from vramtui.triage.attempts import record_outcome
+
+    if not args.outcome:
+        raise SpecError("--attempt N goes with --outcome fixed|still-oom|other-error")
+    if not args.spec:
+        raise SpecError(
+            "--outcome records the result in the spec's triage log: pass it with --spec SPEC.toml"
+        )
+    if args.apply or args.record_measured:
+        raise SpecError(
+            "--outcome records the result of an attempt already made; --apply and "
+            "--record-measured start a new one: run them separately"
+        )
+    if args.log != "-":
+        raise SpecError(
+            "--outcome reads no log: drop the log argument (vramtui triage --spec SPEC "
+            "--outcome ...)"
+        )
+    path = user_path(args.spec)
+    spec = load_spec(path)
+    new, index = record_outcome(spec, args.outcome, args.attempt, source=str(path))
+    before = spec.triage[index].outcome
+    save_spec(new, path)
+    a = new.triage[index]
+    if args.json:
+        json.dump(
+            {
+                "schema_version": 1,
+                "spec": str(path),
+                "attempt": index + 1,
+                "variable": a.variable,
+                "change": a.change,
+                "outcome": a.outcome,
+                "previous_outcome": before,
+            },
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+    else:
+        from rich.text import Text
+
+        from vramtui.render import SafeConsole
+
+        was = f" (was: {before})" if before != a.outcome else ""
+        SafeConsole().print(
+            Text(
+                f"attempt {index + 1} of {len(new.triage)} ({a.variable}: {a.change}) "
+                f"recorded as {a.outcome}{was}; saved {path}"
+            ),
+            soft_wrap=True,
+        )
     return 0
 
 
