@@ -131,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="store the error's figures in --spec as measured items",
     )
     tr.add_argument(
+        "--stage",
+        choices=("load", "generate", "train_forward", "backward", "optimizer_step", "other"),
+        help="the stage that failed, when the reader could not tell (or told wrong)",
+    )
+    tr.add_argument(
         "--outcome",
         choices=("fixed", "still-oom", "other-error"),
         help="record the result of the last logged attempt in --spec (no log is read)",

@@ -18,9 +18,7 @@ OUTCOMES = {
 }
 
 
-def record_attempt(
-    spec: Spec, reading, advice, rec, now: datetime.datetime | None = None
-) -> Spec:
+def record_attempt(spec: Spec, reading, advice, rec, now: datetime.datetime | None = None) -> Spec:
     """The spec after applying `rec` (exactly one variable) with the attempt appended to its
     triage log (outcome pending until the user reports it)."""
     base = rec.spec_after or spec
@@ -72,9 +70,7 @@ def record_outcome(spec: Spec, outcome: str, number: int | None = None, source: 
     outcome ("still out of memory")."""
     words = OUTCOMES.get(outcome, outcome)
     if words not in OUTCOMES.values():
-        raise SpecError(
-            f"unknown outcome {outcome!r}: choose one of {', '.join(OUTCOMES)}"
-        )
+        raise SpecError(f"unknown outcome {outcome!r}: choose one of {', '.join(OUTCOMES)}")
     index = attempt_index(spec, number, source)
     return set_outcome(spec, index, words), index
 
