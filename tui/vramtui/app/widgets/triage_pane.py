@@ -44,7 +44,6 @@ class TriagePane(Vertical):
                     yield Button("Open log", id="triage-open", compact=True)
             with VerticalScroll(id="triage-reading"):
                 yield Label("2. What the error says")
-                yield Static("Nothing read yet.", id="triage-summary")
                 with Horizontal(id="triage-phase-row"):
                     yield Label("stage ")
                     yield Select(
@@ -54,20 +53,19 @@ class TriagePane(Vertical):
                         compact=True,
                         prompt="(read a log)",
                     )
+                yield Static("Nothing read yet.", id="triage-summary")
                 yield Static(id="triage-figures")
-        yield Label(
-            "3. Change exactly one variable (peak of the failing stage predicted from the "
-            "error's figures and from the ledger, apart)"
-        )
+        yield Label("3. Change one variable (predicted peak: from the error | from the ledger)")
         yield DataTable(id="triage-recs", cursor_type="row", zebra_stripes=True)
         with Horizontal(classes="triage-buttons"):
             yield Button(
                 "Apply selected change", id="triage-apply", variant="warning", compact=True
             )
             yield Button("Record figures as measured", id="triage-measured", compact=True)
-            yield Button("Last attempt: fixed", id="triage-fixed", compact=True)
-            yield Button("Last attempt: still OOM", id="triage-still", compact=True)
-            yield Button("Last attempt: other error", id="triage-other", compact=True)
+            yield Label(" last attempt:", classes="triage-outcome-label")
+            yield Button("fixed", id="triage-fixed", compact=True)
+            yield Button("still OOM", id="triage-still", compact=True)
+            yield Button("other error", id="triage-other", compact=True)
         yield Static(id="triage-log-view")
 
     def on_mount(self) -> None:
@@ -159,7 +157,7 @@ class TriagePane(Vertical):
             if advice is not None:
                 if advice.stage_question:
                     text.append(
-                        f"\nstage unknown: {advice.stage_question}? Pick it below; "
+                        f"\n{advice.stage_question}? Pick it in the stage list above; "
                         "until then only changes that hold for every stage are listed.",
                         style="bold",
                     )
