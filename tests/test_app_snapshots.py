@@ -106,3 +106,29 @@ def test_triage_tab(snap_compare, catalog, tmp_path):
     assert snap_compare(
         make_app(catalog, tmp_path, CHAT_SPEC), terminal_size=LARGE, run_before=read
     )
+
+
+def test_triage_mismatch_and_unknown_stage(snap_compare, catalog, tmp_path):
+    """Triage tab on an OOM with no frames whose log ran another workload than the chat spec:
+    the stage question, the mismatch lines, and the two prediction columns."""
+    log = (
+        "INFO 03-20 02:29:07 [core.py:58] Initializing a V1 LLM engine (v0.8.1) with config: "
+        "model='meta-llama/Llama-3.1-8B-Instruct', dtype=torch.bfloat16, max_seq_len=4096, "
+        "tensor_parallel_size=2\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.25 GiB of which 1.00 GiB is free. Including non-PyTorch memory, "
+        "this process has 76.00 GiB memory in use. Of the allocated memory 75.50 GiB is "
+        "allocated by PyTorch, and 100.00 MiB is reserved by PyTorch but unallocated.\n"
+    )
+
+    async def read(pilot) -> None:
+        await no_blink(pilot)
+        await pilot.press("f7")
+        pilot.app.triage_pane.set_log_text(log)
+        await pilot.press("ctrl+r")
+        await no_blink(pilot)
+        await pilot.pause()
+
+    assert snap_compare(
+        make_app(catalog, tmp_path, CHAT_SPEC), terminal_size=LARGE, run_before=read
+    )

@@ -103,3 +103,81 @@ async def test_text_without_an_oom_says_so(tmp_path):
         assert app.session.triage_reading.is_oom is False
         assert app.session.triage_advice is None
         assert app.query_one("#triage-recs", DataTable).row_count == 0
+
+
+# An OOM with no frames (stage unknown) on an 80 GB card; the job held 60 GiB and asked for
+# 60 more, so every change from the error's figures is predicted not to fit.
+HUGE_ASK = (
+    "INFO 03-20 02:29:07 [core.py:58] Initializing a V1 LLM engine (v0.8.1) with config: "
+    "model='meta-llama/Llama-3.1-8B-Instruct', dtype=torch.bfloat16, max_seq_len=4096, "
+    "tensor_parallel_size=2\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 60.00 GiB. GPU 0 has a total "
+    "capacity of 79.25 GiB of which 18.00 GiB is free. Including non-PyTorch memory, this "
+    "process has 60.00 GiB memory in use. Of the allocated memory 59.00 GiB is allocated by "
+    "PyTorch, and 100.00 MiB is reserved by PyTorch but unallocated.\n"
+)
+
+
+async def _read(app, pilot, text: str) -> None:
+    await pilot.press("f7")
+    app.triage_pane.set_log_text(text)
+    await pilot.press("ctrl+r")
+    await pilot.pause()
+
+
+async def test_unknown_stage_asks_and_mismatches_are_named(tmp_path):
+    app, _ = _app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _read(app, pilot, HUGE_ASK)
+        s = app.session
+        assert s.triage_reading.phase.phase == "unknown"
+        assert app.query_one("#triage-phase", Select).value == "unknown"
+        summary = str(app.query_one("#triage-summary").render())
+        assert "Which stage was running" in summary and "stage list above" in summary
+        assert "mismatch: log: sequence length = 4096 (line 1)" in summary
+        assert "mismatch: log: tensor-parallel size = 2 (line 1)" in summary
+        unknown_changes = {r.change for r in s.triage_advice.recommendations}
+        assert "KV cache dtype bf16 -> fp8" not in unknown_changes  # does not lower load
+        # Answering the question with the select gives that stage's changes.
+        app.query_one("#triage-phase", Select).value = "generate"
+        await pilot.pause()
+        assert s.triage_advice.stage_question == ""
+        assert "KV cache dtype bf16 -> fp8" in {r.change for r in s.triage_advice.recommendations}
+        recs = app.query_one("#triage-recs", DataTable)
+        labels = [str(c.label) for c in recs.columns.values()]
+        assert "from the error" in labels and "from the ledger" in labels
+
+
+async def test_applying_a_change_predicted_not_to_fit_asks_first(tmp_path):
+    from vramtui.app.screens.dialogs import ConfirmDialog
+
+    app, spec_path = _app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _read(app, pilot, HUGE_ASK)
+        app.query_one("#triage-phase", Select).value = "generate"
+        await pilot.pause()
+        s = app.session
+        index = [r.change for r in s.triage_advice.recommendations].index(
+            "KV cache dtype bf16 -> fp8"
+        )
+        assert s.triage_advice.recommendations[index].fits is False
+        recs = app.query_one("#triage-recs", DataTable)
+        recs.focus()
+        recs.move_cursor(row=index)
+        await pilot.click("#triage-apply")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmDialog)
+        await pilot.press("n")  # no: nothing changes
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmDialog)
+        assert s.spec.runtime.kv_cache_dtype == "bf16" and not s.spec.triage
+        await pilot.click("#triage-apply")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmDialog)
+        await pilot.press("y")
+        await pilot.pause()
+        assert s.spec.runtime.kv_cache_dtype == "fp8"
+        assert s.spec.triage[-1].outcome == "pending"
+        await pilot.click("#triage-other")
+        await pilot.pause()
+        assert s.spec.triage[-1].outcome == "other error"

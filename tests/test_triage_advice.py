@@ -23,6 +23,7 @@ from vramtui.triage.advice import (
     with_measurements,
 )
 from vramtui.triage.reader import read_log
+from vramtui.units import format_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "tests" / "triage_logs"
@@ -84,7 +85,15 @@ def test_generate_oom_proposes_cache_changes_with_predicted_peaks(arch):
     kv = {i.key: i for i in estimate(conc.spec_after, arch).items}["kv_cache"]
     assert kv.bytes_at("decode") == 131_072 * 8_192 * 8 == 8 * GIB
     new = estimate(conc.spec_after, arch)
-    assert conc.predicted_peak_bytes == max(new.stage_peak_bytes[s] for s in ("prefill", "decode"))
+    ledger_after = max(new.stage_peak_bytes[s] for s in ("prefill", "decode"))
+    assert conc.ledger_peak_bytes == ledger_after
+    # From the error: 74.36 GiB held + 1.96 GiB asked for, less what the ledger says it saves.
+    saving = advice.estimated_stage_bytes - ledger_after
+    # The peak stage is prefill: 8 fewer sequences of 8,000 prompt tokens at 131,072 B/token,
+    # plus a few MiB of their activations.
+    assert 131_072 * 8_000 * 8 <= saving < 131_072 * 8_000 * 8 + 64 * 2**20
+    assert conc.error_peak_bytes == round(74.36 * GIB) + round(1.96 * GIB) - saving
+    assert conc.predicted_peak_bytes == conc.error_peak_bytes  # the larger of the two
     assert "coverage" in conc.recheck
     fp8 = by_change["KV cache dtype bf16 -> fp8"]
     assert "quality" in fp8.recheck and "MMLU" in fp8.recheck
@@ -105,13 +114,18 @@ def test_the_deviation_is_worked_out_from_the_figures(arch):
     assert advice.estimated_stage_bytes == max(
         est.stage_peak_bytes["prefill"], est.stage_peak_bytes["decode"]
     )
-    pct = (in_use + tried - advice.estimated_stage_bytes) / advice.estimated_stage_bytes * 100
-    assert f"at least {pct:.0f}% low" in advice.deviation
+    low_by = in_use + tried - advice.estimated_stage_bytes
+    pct = low_by / advice.estimated_stage_bytes * 100
+    assert advice.estimate_low_by_bytes == low_by and advice.estimate_low_by_percent == pct
+    # One line, in bytes and percent.
+    assert "\n" not in advice.deviation
+    assert f"low by at least {format_bytes(low_by)} ({low_by:,} B, {pct:.0f}%)" in advice.deviation
     # 2.67 GiB reserved but unallocated >= 0.5 GiB: the allocator setting is proposed, with
     # the fragmentation taken off what was needed.
     alloc = [r for r in advice.recommendations if r.variable == "allocator"][0]
     assert alloc.spec_after is None and "expandable_segments" in alloc.change
-    assert alloc.predicted_peak_bytes == in_use + tried - round(2.67 * GIB)
+    assert alloc.error_peak_bytes == in_use + tried - round(2.67 * GIB)
+    assert alloc.ledger_peak_bytes is None  # the ledger does not model fragmentation
     assert any("other processes" in w for w in advice.warnings)
 
 
@@ -127,7 +141,7 @@ def test_backward_oom_halves_the_micro_batch_and_keeps_the_effective_batch(arch)
     assert check_single_change(spec, after) == "micro_batch"
     act = [r for r in advice.recommendations if r.variable == "activation"][0]
     assert act.spec_after.training.grad_checkpointing == "full"
-    assert act.predicted_peak_bytes < advice.estimated_stage_bytes
+    assert act.ledger_peak_bytes < advice.estimated_stage_bytes
     # Changes that keep the workload and its quality come before anything else.
     assert advice.recommendations[0].variable in ("micro_batch", "activation", "allocator")
 
@@ -219,7 +233,9 @@ def test_cli_json_fields(capsys):
     assert f["tried_to_allocate_bytes"] == round(1.96 * GIB)
     assert f["total_capacity_bytes"] == round(79.25 * GIB)
     for r in data["recommendations"]:
-        assert {"variable", "change", "predicted_peak_bytes", "recheck"} <= set(r)
+        assert {"variable", "change", "recheck", "fits"} <= set(r)
+        assert {"predicted_from_error_bytes", "predicted_from_ledger_bytes"} <= set(r)
+        assert "predicted_peak_bytes" not in r  # never one mixed column
 
 
 def test_cli_exit_3_when_the_text_holds_no_oom(capsys):

@@ -121,9 +121,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply recommendation N to --spec (one variable) and log the attempt",
     )
     tr.add_argument(
+        "--force",
+        action="store_true",
+        help="with --apply: apply a change even when it is predicted not to fit",
+    )
+    tr.add_argument(
         "--record-measured",
         action="store_true",
         help="store the error's figures in --spec as measured items",
+    )
+    tr.add_argument(
+        "--stage",
+        choices=("load", "generate", "train_forward", "backward", "optimizer_step", "other"),
+        help="the stage that failed, when the reader could not tell (or told wrong)",
+    )
+    tr.add_argument(
+        "--outcome",
+        choices=("fixed", "still-oom", "other-error"),
+        help="record the result of the last logged attempt in --spec (no log is read)",
+    )
+    tr.add_argument(
+        "--attempt",
+        type=int,
+        metavar="N",
+        help="with --outcome: the attempt to mark (1 = the first logged; default: the last)",
     )
     tr.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
 

@@ -63,6 +63,7 @@ class SizingSession:
     today: datetime.date | None = None
     triage_reading: object | None = None  # vramtui.triage.reader.TriageReading
     triage_advice: object | None = None  # vramtui.triage.advice.Advice
+    triage_text: str | None = None  # the log last read (its workload lines are compared)
 
     # ------------------------------------------------------------------ construction
 
@@ -224,21 +225,19 @@ class SizingSession:
         """Read a pasted log; advise against the last valid spec. Returns the reading."""
         from vramtui.triage.reader import read_log
 
+        self.triage_text = text
         self.triage_reading = read_log(text)
         self._triage_advise()
         return self.triage_reading
 
     def triage_set_phase(self, phase: str) -> None:
-        """The user corrects the stage the reader decided."""
-        from dataclasses import replace
+        """The user corrects the stage the reader decided (or answers the stage question)."""
+        from vramtui.triage.advice import override_stage
 
         r = self.triage_reading
         if r is None or r.phase.phase == phase:
             return
-        verdict = replace(
-            r.phase, phase=phase, reason=f"set by hand (the reader said {r.phase.phase})"
-        )
-        self.triage_reading = replace(r, phase=verdict)
+        self.triage_reading = override_stage(r, phase)
         self._triage_advise()
 
     def _triage_advise(self) -> None:
@@ -249,16 +248,25 @@ class SizingSession:
         if r is not None and r.is_oom:
             res = self.results
             self.triage_advice = advise(
-                r, res.spec, res.arch, res.checkpoint, self.catalog, res.estimate
+                r,
+                res.spec,
+                res.arch,
+                res.checkpoint,
+                self.catalog,
+                res.estimate,
+                log_text=self.triage_text,
             )
 
-    def triage_apply(self, index: int) -> EditOutcome:
-        """Apply recommendation `index` (one variable) and log the attempt in the spec."""
+    def triage_apply(self, index: int, force: bool = False) -> EditOutcome:
+        """Apply recommendation `index` (one variable) and log the attempt in the spec. A change
+        predicted not to fit is refused unless `force` (the user confirmed it)."""
         from vramtui.triage.advice import record_attempt
 
         if not self.is_valid:
             raise SpecError("fix the invalid field first: a triage change applies to a valid spec")
         rec = self.triage_advice.recommendations[index]
+        if rec.fits is False and not force:
+            raise SpecError(f"{rec.change}: {rec.why_not_fit}; confirm to apply it anyway")
         new = record_attempt(self.spec, self.triage_reading, self.triage_advice, rec)
         return self.replace_spec(new)
 

@@ -13,7 +13,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
 from vramtui.app.messages import CandidateSelected, FieldEdited
-from vramtui.app.screens.dialogs import HelpScreen, PathPrompt, RecoverDraft
+from vramtui.app.screens.dialogs import ConfirmDialog, HelpScreen, PathPrompt, RecoverDraft
 from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
 from vramtui.app.widgets.ledger_pane import LedgerPane
 from vramtui.app.widgets.shortlist_pane import ShortlistPane
@@ -611,15 +611,19 @@ class VramtuiApp(App):
                 if s.triage_advice is None or not s.triage_advice.recommendations:
                     self.notify("read an out-of-memory log first", severity="warning")
                     return
-                rec = s.triage_advice.recommendations[int(message.value)]
-                s.triage_apply(int(message.value))
-                await self.form.rebuild()
-                self._schedule_autosave()
-                self.notify(
-                    f"applied: {rec.change} — logged as a pending attempt; re-run the "
-                    "job, then report its outcome",
-                    timeout=8,
-                )
+                index = int(message.value)
+                rec = s.triage_advice.recommendations[index]
+                if rec.fits is False:
+                    self.push_screen(
+                        ConfirmDialog(
+                            "This change is predicted not to fit",
+                            f"{rec.change}: {rec.why_not_fit}. Apply it and log the attempt "
+                            "anyway?",
+                        ),
+                        lambda yes: self._triage_apply_confirmed(index) if yes else None,
+                    )
+                    return
+                await self._triage_apply(index)
             elif message.action == "measured":
                 n = s.triage_record_measured()
                 self.notify(
@@ -636,6 +640,25 @@ class VramtuiApp(App):
                     return
                 s.triage_set_outcome(len(s.spec.triage) - 1, str(message.value))
                 self._schedule_autosave()
+        except VramtuiError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+        self._refresh_all()
+
+    async def _triage_apply(self, index: int, force: bool = False) -> None:
+        rec = self.session.triage_advice.recommendations[index]
+        self.session.triage_apply(index, force=force)
+        await self.form.rebuild()
+        self._schedule_autosave()
+        self.notify(
+            f"applied: {rec.change} — logged as a pending attempt; re-run the "
+            "job, then report its outcome",
+            timeout=8,
+        )
+
+    async def _triage_apply_confirmed(self, index: int) -> None:
+        """The user confirmed a change predicted not to fit."""
+        try:
+            await self._triage_apply(index, force=True)
         except VramtuiError as exc:
             self.notify(str(exc), severity="error", timeout=10)
         self._refresh_all()

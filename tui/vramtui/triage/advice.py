@@ -2,8 +2,7 @@
 and propose single changes (capacity, cache, micro-batch, precision, activation strategy,
 allocator), each with its predicted new peak and what must be re-checked.
 
-A change touches exactly one variable; `variables_changed` says which variables a spec edit
-touches, and `check_single_change` refuses an edit that touches two.
+A change touches exactly one variable (`single_change`); the attempt log is `attempts`.
 """
 
 from __future__ import annotations
@@ -11,10 +10,17 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field
 
-from vramtui.errors import VramtuiError
 from vramtui.ledger import Estimate, estimate
 from vramtui.ledger.items import STAGE_LABELS
-from vramtui.spec import Measurement, Spec, TriageAttempt, spec_from_dict, spec_to_dict
+from vramtui.spec import Measurement, Spec
+from vramtui.triage.attempts import record_attempt, set_outcome, with_measurements
+from vramtui.triage.single_change import (
+    TwoVariablesError,
+    check_single_change,
+    edit_spec,
+    spec_diff,
+    variables_changed,
+)
 from vramtui.units import GIB_BYTES, format_bytes
 
 PHASE_STAGES = {
@@ -26,46 +32,75 @@ PHASE_STAGES = {
     "other": ("validation", "export"),
 }
 
-# Which variable each spec field belongs to. Fields not listed change the workload itself.
-VARIABLE_OF_FIELD = {
-    "placement.gpus": "capacity",
-    "placement.tensor_parallel": "capacity",
-    "placement.pipeline_parallel": "capacity",
-    "placement.data_parallel_sharding": "capacity",
-    "lengths.prompt_tokens": "cache",
-    "lengths.generated_tokens": "cache",
-    "batch.concurrency": "cache",
-    "runtime.kv_cache_dtype": "cache",
-    "runtime.kv_block_tokens": "cache",
-    "batch.micro_batch": "micro_batch",
-    "batch.grad_accum": "micro_batch",
-    "weights.format": "precision",
-    "weights.double_quant": "precision",
-    "weights.bits": "precision",
-    "weights.group_size": "precision",
-    "weights.gguf_type": "precision",
-    "weights.groups": "precision",
-    "training.optimizer": "precision",
-    "training.optimizer_state_dtype": "precision",
-    "training.grad_dtype": "precision",
-    "training.master_weights_fp32": "precision",
-    "training.grad_checkpointing": "activation",
-    "runtime.attention": "activation",
-}
-# Bookkeeping that is not a workload variable.
-IGNORED_FIELDS = ("name", "description", "triage", "measured", "campaign", "quality")
+# The question asked when the stage is unknown, with the stages a user can name.
+STAGE_CHOICES = ("load", "generate", "train_forward", "backward", "optimizer_step", "other")
+STAGE_QUESTION = (
+    "Which stage was running when it failed? load (reading the weights), generate "
+    "(inference), train_forward, backward, optimizer_step, or other (evaluation, a "
+    "checkpoint save)"
+)
+
+
+def _either(*verdicts: bool | None) -> bool | None:
+    """Both columns together: no when either says no, yes when every known one says yes."""
+    known = [v for v in verdicts if v is not None]
+    if not known:
+        return None
+    return all(known)
 
 
 @dataclass(frozen=True)
 class Recommendation:
+    """One change, with two predictions kept apart: from the error's own figures (the need at
+    the failure, less what the change saves) and from the ledger (the estimate after the
+    change). Each is judged against the same capacity, `fits_against_bytes`."""
+
     variable: str  # capacity | cache | micro_batch | precision | activation | allocator
     change: str  # in words: "micro_batch 8 -> 4, grad_accum 1 -> 2 (effective batch kept)"
-    predicted_peak_bytes: int | None  # ledger peak of the failing stage(s) after the change
+    ledger_peak_bytes: int | None  # ledger peak of the failing stage(s) after the change
     recheck: str  # what must be re-checked: quality criteria, coverage, or nothing
     spec_after: Spec | None = None  # None: nothing in the spec changes (allocator, capacity)
     offer_id: str | None = None  # capacity: the catalogue offer proposed
-    fits: bool | None = None  # predicted (calibrated) peak within the capacity the log showed
+    error_peak_bytes: int | None = None  # the error's need after the change (a lower bound)
+    fits_against_bytes: int | None = None  # the failed card's real capacity (or the new card's)
     note: str = ""
+
+    @property
+    def fits_error(self) -> bool | None:
+        if self.error_peak_bytes is None or not self.fits_against_bytes:
+            return None
+        return self.error_peak_bytes <= self.fits_against_bytes
+
+    @property
+    def fits_ledger(self) -> bool | None:
+        if self.ledger_peak_bytes is None or not self.fits_against_bytes:
+            return None
+        return self.ledger_peak_bytes <= self.fits_against_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        """No when either prediction exceeds the capacity; yes when every known one fits."""
+        return _either(self.fits_error, self.fits_ledger)
+
+    @property
+    def predicted_peak_bytes(self) -> int | None:
+        """The larger of the two predictions (the one the verdict cannot ignore), logged with
+        the attempt."""
+        known = [p for p in (self.error_peak_bytes, self.ledger_peak_bytes) if p is not None]
+        return max(known) if known else None
+
+    @property
+    def why_not_fit(self) -> str:
+        """One line: which prediction exceeds which capacity ("" when nothing says no)."""
+        if self.fits is not False:
+            return ""
+        cap = format_bytes(self.fits_against_bytes)
+        parts = []
+        if self.fits_error is False:
+            parts.append(f"{format_bytes(self.error_peak_bytes)} from the error's figures")
+        if self.fits_ledger is False:
+            parts.append(f"{format_bytes(self.ledger_peak_bytes)} from the ledger")
+        return f"predicted {' and '.join(parts)}, more than the {cap} of the card"
 
 
 @dataclass(frozen=True)
@@ -74,68 +109,22 @@ class Advice:
     stages: tuple[str, ...]
     observed_in_use_bytes: int | None
     needed_at_failure_bytes: int | None  # in use + the allocation that failed: a lower bound
-    capacity_bytes: int | None
+    capacity_bytes: int | None  # the limit "fits" is judged against (the failed card)
     estimated_stage_bytes: int
     deviation: str  # one line: how far off the estimate was
-    calibration: float  # needed / estimated when the estimate was low, else 1.0
     recommendations: tuple[Recommendation, ...]
     measurements: tuple[Measurement, ...] = field(default_factory=tuple)
     warnings: tuple[str, ...] = ()
+    capacity_source: str = ""  # where the failed card's capacity comes from, in words
+    estimate_low_by_bytes: int | None = None  # the error needed at least this much more
+    estimate_low_by_percent: float | None = None
+    workload_lines: tuple = ()  # vramtui.triage.workload_lines.WorkloadLine, found in the log
+    mismatches: tuple = ()  # vramtui.triage.workload_lines.Mismatch: log vs spec
+    stage_question: str = ""  # the stage is unknown: what to answer (and the choices)
 
-
-# ------------------------------------------------------------------------------ variables
-
-
-def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and key != "weights.groups":
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def spec_diff(before: Spec, after: Spec) -> dict[str, tuple[object, object]]:
-    a, b = _flatten(spec_to_dict(before)), _flatten(spec_to_dict(after))
-    out = {}
-    for key in sorted(set(a) | set(b)):
-        if key.split(".")[0] in IGNORED_FIELDS:
-            continue
-        if a.get(key) != b.get(key):
-            out[key] = (a.get(key), b.get(key))
-    return out
-
-
-def variables_changed(before: Spec, after: Spec) -> dict[str, list[str]]:
-    """Variable -> the fields of it that differ ("workload" for anything else)."""
-    out: dict[str, list[str]] = {}
-    for key in spec_diff(before, after):
-        var = VARIABLE_OF_FIELD.get(key)
-        if var is None and key.startswith("task.lora"):
-            var = "workload"
-        out.setdefault(var or "workload", []).append(key)
-    return out
-
-
-class TwoVariablesError(VramtuiError):
-    """An attempt that changes more than one variable at once."""
-
-
-def check_single_change(before: Spec, after: Spec) -> str:
-    """The one variable `after` changes; TwoVariablesError (with the diff) otherwise."""
-    changed = variables_changed(before, after)
-    if len(changed) == 1 and "workload" not in changed:
-        return next(iter(changed))
-    diff = spec_diff(before, after)
-    shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items()) or "no change"
-    if not changed:
-        raise TwoVariablesError(f"the edit changes nothing the triage can test ({shown})")
-    raise TwoVariablesError(
-        f"one change at a time: this edit touches {', '.join(sorted(changed))} ({shown}); "
-        "make one of them, re-run, and record the outcome before the next"
-    )
+    @property
+    def mismatch_lines(self) -> tuple[str, ...]:
+        return tuple(m.line for m in self.mismatches)
 
 
 # ------------------------------------------------------------------------------ figures
@@ -203,134 +192,63 @@ def measurements_from(reading, stages: tuple[str, ...], spec: Spec) -> tuple[Mea
     return tuple(out)
 
 
-# ------------------------------------------------------------------------------ candidates
+def failed_card_capacity(reading, spec: Spec, catalog=None) -> tuple[int | None, str]:
+    """(the real capacity of the card that failed, where it comes from): the error's total
+    capacity when it prints one, else the per-process limit it prints, else the card the
+    spec's measured figures name (resolved in the catalogue), else (None, "")."""
+    ev = reading.primary
+    f = ev.figures if ev else {}
+    if f.get("total_capacity_bytes"):
+        return f["total_capacity_bytes"], "the total capacity the error printed"
+    if f.get("allowed_bytes"):
+        return f["allowed_bytes"], "the memory the error says the process was allowed"
+    if catalog is not None:
+        from vramtui.catalog import find_gpu
+
+        for m in reversed(spec.measured):
+            gpu = find_gpu(catalog, m.device) if m.device else None
+            if gpu is not None:
+                return gpu.usable().bytes, f"the spec's measured card ({gpu.name})"
+    return None, ""
 
 
-def _edit(spec: Spec, edits: dict[str, object]) -> Spec | None:
-    d = spec_to_dict(spec)
-    for path, value in edits.items():
-        node = d
-        parts = path.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        if value is None:
-            node.pop(parts[-1], None)
-        else:
-            node[parts[-1]] = value
-    try:
-        return spec_from_dict(d, "a triage change")
-    except VramtuiError:
-        return None
+def override_stage(reading, phase: str):
+    """The reading with its stage set by hand (the user answers the stage question)."""
+    from dataclasses import replace
+
+    from vramtui.errors import SpecError
+    from vramtui.triage.phase import PHASES
+
+    if phase not in PHASES:
+        raise SpecError(f"unknown stage {phase!r}: choose one of {', '.join(STAGE_CHOICES)}")
+    if reading.phase.phase == phase:
+        return reading
+    verdict = replace(
+        reading.phase, phase=phase, reason=f"set by hand (the reader said {reading.phase.phase})"
+    )
+    return replace(reading, phase=verdict)
 
 
-def _quality_recheck(spec: Spec, what: str) -> str:
-    if spec.quality:
-        crit = "; ".join(f"{q.metric} {q.threshold}" for q in spec.quality)
-        return f"{what}: re-check the quality criteria ({crit})"
-    return f"{what}: re-check output quality (the spec states no quality criterion yet)"
-
-
-def candidate_edits(spec: Spec, phase: str) -> list[tuple[str, str, dict, str]]:
-    """(variable, change in words, field edits, recheck) for the phase."""
-    out = []
-    b, le, rt, tr = spec.batch, spec.lengths, spec.runtime, spec.training
-    fmt = spec.weights.format
-    if phase in ("generate", "unknown") and not spec.is_training:
-        if b.concurrency and b.concurrency > 1:
-            new = max(1, b.concurrency // 2)
-            out.append(
-                (
-                    "cache",
-                    f"concurrency {b.concurrency} -> {new}",
-                    {"batch.concurrency": new},
-                    f"coverage: the spec requires {b.concurrency} concurrent sequences; "
-                    f"{new} is acceptable only if that requirement changes (or add replicas)",
-                )
-            )
-        if rt.kv_cache_dtype in ("bf16", "fp16", "fp32"):
-            out.append(
-                (
-                    "cache",
-                    f"KV cache dtype {rt.kv_cache_dtype} -> fp8",
-                    {"runtime.kv_cache_dtype": "fp8"},
-                    _quality_recheck(spec, "an fp8 KV cache can change outputs"),
-                )
-            )
-        ctx = le.prompt_tokens + le.generated_tokens
-        if le.prompt_tokens > 1:
-            new_prompt = max(1, le.prompt_tokens // 2)
-            out.append(
-                (
-                    "cache",
-                    f"prompt tokens {le.prompt_tokens:,} -> {new_prompt:,}",
-                    {"lengths.prompt_tokens": new_prompt},
-                    f"coverage: the required length is {ctx:,} tokens; a shorter window does "
-                    "not validate the announced workload",
-                )
-            )
-    if phase in ("load", "generate", "unknown") and not spec.is_training:
-        for new_fmt, extra in (("fp8", {}), ("int8", {}), ("nf4", {"weights.double_quant": True})):
-            if fmt in ("bf16", "fp16", "fp32") and new_fmt != fmt:
-                edits = {"weights.format": new_fmt, **extra}
-                if spec.weights.groups:
-                    edits["weights.groups"] = None
-                out.append(
-                    (
-                        "precision",
-                        f"weights {fmt} -> {new_fmt}",
-                        edits,
-                        _quality_recheck(spec, f"{new_fmt} weights change the model's outputs"),
-                    )
-                )
-    if spec.is_training and phase in ("train_forward", "backward", "unknown"):
-        if b.micro_batch and b.micro_batch > 1:
-            new = max(1, b.micro_batch // 2)
-            acc = b.grad_accum * b.micro_batch // new
-            out.append(
-                (
-                    "micro_batch",
-                    f"micro_batch {b.micro_batch} -> {new}, grad_accum {b.grad_accum} -> {acc}"
-                    " (effective batch kept)",
-                    {"batch.micro_batch": new, "batch.grad_accum": acc},
-                    "none for quality (same effective batch); steps take longer",
-                )
-            )
-        if tr.grad_checkpointing != "full":
-            out.append(
-                (
-                    "activation",
-                    f"gradient checkpointing {tr.grad_checkpointing} -> full",
-                    {"training.grad_checkpointing": "full"},
-                    "none for quality; about a third more compute per step",
-                )
-            )
-        if rt.attention == "eager":
-            out.append(
-                (
-                    "activation",
-                    "attention eager -> flash",
-                    {"runtime.attention": "flash"},
-                    "none for quality; needs an Ampere or newer card",
-                )
-            )
-    if spec.is_training and phase in ("optimizer_step", "unknown"):
-        if tr.optimizer == "adamw":
-            out.append(
-                (
-                    "precision",
-                    "optimizer adamw -> adamw_8bit",
-                    {"training.optimizer": "adamw_8bit", "training.optimizer_state_dtype": None},
-                    _quality_recheck(spec, "8-bit optimiser states can change convergence"),
-                )
-            )
-    # Switching LoRA to QLoRA changes the task itself, so it is never proposed here.
-    return out
+def _lowers_every_stage(before: Estimate, after: Estimate) -> bool:
+    """True when the change lowers the peak of every stage: it helps whichever stage failed."""
+    b, a = before.stage_peak_bytes, after.stage_peak_bytes
+    return all(a.get(s, b[s]) < b[s] for s in b)
 
 
 def advise(
-    reading, spec: Spec, arch=None, checkpoint=None, catalog=None, est: Estimate | None = None
+    reading,
+    spec: Spec,
+    arch=None,
+    checkpoint=None,
+    catalog=None,
+    est: Estimate | None = None,
+    log_text: str | None = None,
 ) -> Advice:
-    """Compare the error with the ledger and list the single changes worth trying."""
+    """Compare the error with the ledger and list the single changes worth trying. `log_text`
+    (the whole log) lets the workload lines it prints be compared with the spec."""
+    from vramtui.triage.candidates import candidate_edits
+    from vramtui.triage.workload_lines import compare_with_spec, find_workload_lines
+
     est = est or estimate(spec, arch, checkpoint)
     phase = reading.phase.phase
     stages = PHASE_STAGES.get(phase, est.stages)
@@ -344,23 +262,25 @@ def advise(
     if phase == "generate" and spec.is_training:
         warnings.append("the log shows generation but the spec is a training spec")
     estimated = _stage_peak(est, stages)
-    in_use, needed, capacity = observed(reading)
+    in_use, needed, _ = observed(reading)
+    capacity, capacity_source = failed_card_capacity(reading, spec, catalog)
     stage_words = " / ".join(STAGE_LABELS[s] for s in stages)
+    low_by = low_pct = None
     if needed is None:
         deviation = (
             f"the error gives no memory figures; the ledger estimated "
             f"{format_bytes(estimated)} per GPU for {stage_words}"
         )
-        calibration = 1.0
     elif needed > estimated:
-        pct = (needed - estimated) / estimated * 100 if estimated else float("inf")
+        low_by = needed - estimated
+        low_pct = low_by / estimated * 100 if estimated else None
+        pct = f", {low_pct:.0f}%" if low_pct is not None else ""
         deviation = (
-            f"the ledger estimated {format_bytes(estimated)} per GPU for {stage_words}; "
-            f"at the failure the process held {format_bytes(in_use)} and asked for "
-            f"{format_bytes(needed - in_use)} more, so at least {format_bytes(needed)} "
-            f"was needed: the estimate is at least {pct:.0f}% low"
+            f"the error proves the estimate low by at least {format_bytes(low_by)} "
+            f"({low_by:,} B{pct}): at least {format_bytes(needed)} was needed at the failure "
+            f"({format_bytes(in_use)} held + {format_bytes(needed - in_use)} asked for), the "
+            f"ledger estimated {format_bytes(estimated)} per GPU for {stage_words}"
         )
-        calibration = needed / estimated if estimated else 1.0
     else:
         deviation = (
             f"the ledger estimated {format_bytes(estimated)} per GPU for {stage_words}, "
@@ -368,16 +288,25 @@ def advise(
             "the card had less room than assumed (other processes, a smaller "
             "allocatable total) or the failure came before the stage's peak"
         )
-        calibration = 1.0
     other = reading.primary.figures.get("other_processes_bytes") if reading.primary else None
     if other:
         warnings.append(
             f"other processes held {format_bytes(other)} on the same GPU: free the "
             "card or count them before changing the workload"
         )
+    workload = find_workload_lines(log_text) if log_text else ()
+    mismatches = compare_with_spec(workload, spec)
+    if mismatches:
+        warnings.insert(
+            0,
+            f"the log ran a different workload from the spec ({len(mismatches)} "
+            f"mismatch{'es' if len(mismatches) > 1 else ''}): the predictions below are for "
+            "the spec; fix the spec (or the job) first",
+        )
+    unknown = phase not in PHASE_STAGES
     recs: list[Recommendation] = []
     for variable, change, edits, recheck in candidate_edits(spec, phase):
-        after = _edit(spec, edits)
+        after = edit_spec(spec, edits)
         if after is None:
             continue
         try:
@@ -386,12 +315,12 @@ def advise(
         except TwoVariablesError:
             continue
         new_est = estimate(after, arch, checkpoint)
+        if unknown and not _lowers_every_stage(est, new_est):
+            continue  # only what holds whichever stage failed
         peak = _stage_peak(
             new_est, tuple(s for s in stages if s in new_est.stages) or new_est.stages
         )
-        fits = None
-        if capacity:
-            fits = peak * calibration <= capacity
+        from_error = needed - (estimated - peak) if needed is not None else None
         recs.append(
             Recommendation(
                 variable,
@@ -399,12 +328,19 @@ def advise(
                 peak,
                 recheck,
                 after,
-                fits=fits,
-                note=_calibration_note(calibration),
+                error_peak_bytes=from_error,
+                fits_against_bytes=capacity,
+                note=(
+                    "from the error: the need at the failure less the ledger's saving "
+                    f"({format_bytes(estimated - peak)})"
+                    if from_error is not None
+                    else ""
+                ),
             )
         )
     recs += _allocator(reading, capacity, needed)
-    recs += _capacity(spec, est, arch, catalog, calibration, needed, stages)
+    overall = needed + (est.peak_bytes - estimated) if needed is not None else None
+    recs += _capacity(spec, est, arch, catalog, overall, capacity)
     recs.sort(key=lambda r: (r.fits is False, burden(r), r.predicted_peak_bytes or 0))
     return Advice(
         phase=phase,
@@ -414,11 +350,29 @@ def advise(
         capacity_bytes=capacity,
         estimated_stage_bytes=estimated,
         deviation=deviation,
-        calibration=calibration,
         recommendations=tuple(recs),
         measurements=measurements_from(reading, stages, spec),
         warnings=tuple(warnings),
+        capacity_source=capacity_source,
+        estimate_low_by_bytes=low_by,
+        estimate_low_by_percent=low_pct,
+        workload_lines=workload,
+        mismatches=mismatches,
+        stage_question=STAGE_QUESTION if unknown else "",
     )
+
+
+def fits_word(r) -> str:
+    """yes / no / ?, saying which prediction fails when only one does."""
+    if r.fits is None:
+        return "?"
+    if r.fits:
+        return "yes"
+    if r.fits_error is False and r.fits_ledger is not False:
+        return "no (error)"
+    if r.fits_ledger is False and r.fits_error is not False:
+        return "no (ledger)"
+    return "no"
 
 
 def burden(rec: Recommendation) -> int:
@@ -432,15 +386,6 @@ def burden(rec: Recommendation) -> int:
     if rec.recheck.startswith("coverage"):
         return 3
     return 2
-
-
-def _calibration_note(calibration: float) -> str:
-    if calibration > 1.0:
-        return (
-            f"'fits' scales the ledger's prediction by {calibration:.2f}, the ratio the "
-            "estimate was low by at the failure"
-        )
-    return ""
 
 
 def _allocator(reading, capacity, needed) -> list[Recommendation]:
@@ -459,29 +404,39 @@ def _allocator(reading, capacity, needed) -> list[Recommendation]:
     # request, or when it is a large share of the card.
     if not slack or slack < GIB_BYTES // 4 or (slack < tried and slack < (capacity or 0) // 20):
         return []
-    predicted = needed - slack if needed else None
     return [
         Recommendation(
             "allocator",
             "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the job's environment",
-            predicted,
+            None,  # the ledger does not model fragmentation
             "none: it changes how the allocator maps memory, not the computation",
             None,
-            fits=(predicted <= capacity) if (predicted is not None and capacity) else None,
+            error_peak_bytes=needed - slack if needed else None,
+            fits_against_bytes=capacity,
             note=f"{format_bytes(slack)} was reserved by PyTorch but unallocated (fragmentation)",
         )
     ]
 
 
-def _capacity(spec, est, arch, catalog, calibration, needed, stages) -> list[Recommendation]:
+# A catalogue card counts as "less memory" than the failed one below this share of it (the
+# same card reads a few hundred MiB apart from one driver or runtime to the next).
+SAME_CARD_FRACTION = 0.98
+
+
+def _capacity(spec, est, arch, catalog, overall_from_error, failed_capacity):
+    """The cheapest catalogue offer whose card holds the need, never one with less memory than
+    the card that failed: at the same workload it would fail too."""
     if catalog is None:
         return []
     from vramtui.shortlist import EXCLUDED, shortlist
 
-    target = max(int(est.peak_bytes * calibration), needed or 0)
+    target = max(est.peak_bytes, overall_from_error or 0)
+    floor = int(failed_capacity * SAME_CARD_FRACTION) if failed_capacity else 0
     sl = shortlist(spec, est, catalog, arch=arch)
     for c in sl.candidates:
         if c.status == EXCLUDED and any(r.key != "memory" for r in c.failing):
+            continue
+        if c.usable_bytes < floor:
             continue
         if c.usable_bytes * (1 - spec.headroom.margin_fraction) >= target:
             return [
@@ -494,58 +449,30 @@ def _capacity(spec, est, arch, catalog, calibration, needed, stages) -> list[Rec
                     "host); the workload itself is unchanged",
                     None,
                     offer_id=c.offer.id,
-                    fits=True,
-                    note=f"needs {format_bytes(target)} per GPU (the estimate scaled by what the "
-                    "failure showed)",
+                    error_peak_bytes=overall_from_error,
+                    fits_against_bytes=c.usable_bytes,
+                    note=f"needs {format_bytes(target)} per GPU; 'fits' is judged against the "
+                    "new card"
+                    + (
+                        f"; no card below the failed one's {format_bytes(failed_capacity)}"
+                        if failed_capacity
+                        else ""
+                    ),
                 )
             ]
     return []
 
 
-def record_attempt(
-    spec: Spec, reading, advice: Advice, rec: Recommendation, now: datetime.datetime | None = None
-) -> Spec:
-    """The spec after applying `rec` (exactly one variable) with the attempt appended to its
-    triage log (outcome pending until the user reports it)."""
-    base = rec.spec_after or spec
-    if rec.spec_after is not None:
-        check_single_change(spec, rec.spec_after)
-    ev = reading.primary
-    attempt = TriageAttempt(
-        time=(now or datetime.datetime.now(datetime.timezone.utc)).isoformat(timespec="seconds"),
-        phase=advice.phase,
-        framework=ev.framework if ev else "",
-        figures=dict(ev.figures) if ev else {},
-        variable=rec.variable,
-        change=rec.change,
-        predicted_peak_bytes=rec.predicted_peak_bytes,
-        outcome="pending",
-    )
-    from dataclasses import replace
-
-    return replace(base, triage=tuple(spec.triage) + (attempt,))
-
-
-def set_outcome(spec: Spec, index: int, outcome: str) -> Spec:
-    from dataclasses import replace
-
-    attempts = list(spec.triage)
-    attempts[index] = replace(attempts[index], outcome=outcome)
-    return replace(spec, triage=tuple(attempts))
-
-
-def with_measurements(spec: Spec, measurements) -> Spec:
-    from dataclasses import replace
-
-    return replace(spec, measured=tuple(spec.measured) + tuple(measurements))
-
-
 __all__ = [
+    "STAGE_CHOICES",
     "Advice",
     "Recommendation",
     "TwoVariablesError",
     "advise",
     "check_single_change",
+    "failed_card_capacity",
+    "fits_word",
+    "override_stage",
     "record_attempt",
     "set_outcome",
     "spec_diff",

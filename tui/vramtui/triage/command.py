@@ -7,6 +7,7 @@ import sys
 
 from vramtui.errors import SpecError
 from vramtui.fsutil import user_path
+from vramtui.triage.advice import STAGE_CHOICES, fits_word
 from vramtui.units import format_bytes
 
 EXIT_NO_OOM = 3
@@ -71,35 +72,76 @@ def triage_to_dict(reading, advice) -> dict:
         "recommendations": [],
     }
     if advice is not None:
-        out.update(
-            {
-                "stages": list(advice.stages),
-                "estimated_stage_bytes": advice.estimated_stage_bytes,
-                "needed_at_failure_bytes": advice.needed_at_failure_bytes,
-                "deviation": advice.deviation,
-                "warnings": list(advice.warnings),
-                "recommendations": [
-                    {
-                        "index": i + 1,
-                        "variable": r.variable,
-                        "change": r.change,
-                        "predicted_peak_bytes": r.predicted_peak_bytes,
-                        "fits": r.fits,
-                        "recheck": r.recheck,
-                        "offer": r.offer_id,
-                        "note": r.note or None,
-                    }
-                    for i, r in enumerate(advice.recommendations)
-                ],
-            }
-        )
+        out.update(advice_to_dict(advice))
     return out
+
+
+def advice_to_dict(advice) -> dict:
+    """The advice's keys of `vramtui triage --json`: the two predictions of each change are
+    separate keys, never one mixed figure."""
+    return {
+        "stages": list(advice.stages),
+        "estimated_stage_bytes": advice.estimated_stage_bytes,
+        "needed_at_failure_bytes": advice.needed_at_failure_bytes,
+        "failed_card_capacity_bytes": advice.capacity_bytes,
+        "failed_card_capacity_source": advice.capacity_source or None,
+        "estimate_low_by_bytes": advice.estimate_low_by_bytes,
+        "estimate_low_by_percent": (
+            round(advice.estimate_low_by_percent, 1)
+            if advice.estimate_low_by_percent is not None
+            else None
+        ),
+        "deviation": advice.deviation,
+        "warnings": list(advice.warnings),
+        "stage_question": advice.stage_question or None,
+        "workload_lines": [
+            {"kind": w.kind, "value": w.value, "line_no": w.line_no, "line": w.text}
+            for w in advice.workload_lines
+        ],
+        "mismatches": [
+            {
+                "kind": m.kind,
+                "log_value": m.log.value,
+                "log_line_no": m.log.line_no,
+                "spec_field": m.spec_field,
+                "spec_value": m.spec_value,
+                "line": m.line,
+            }
+            for m in advice.mismatches
+        ],
+        "recommendations": [
+            {
+                "index": i + 1,
+                "variable": r.variable,
+                "change": r.change,
+                "predicted_from_error_bytes": r.error_peak_bytes,
+                "predicted_from_ledger_bytes": r.ledger_peak_bytes,
+                "fits_against_bytes": r.fits_against_bytes,
+                "fits_from_error": r.fits_error,
+                "fits_from_ledger": r.fits_ledger,
+                "fits": r.fits,
+                "recheck": r.recheck,
+                "offer": r.offer_id,
+                "note": r.note or None,
+            }
+            for i, r in enumerate(advice.recommendations)
+        ],
+    }
 
 
 def cmd_triage(args) -> int:
     from vramtui.triage.reader import read_log
 
-    reading = read_log(read_log_text(args.log))
+    if getattr(args, "outcome", None) or getattr(args, "attempt", None) is not None:
+        return cmd_outcome(args)
+    if args.force and not args.apply:
+        raise SpecError("--force goes with --apply N (apply a change predicted not to fit)")
+    text = read_log_text(args.log)
+    reading = read_log(text)
+    if reading.is_oom and getattr(args, "stage", None):
+        from vramtui.triage.advice import override_stage
+
+        reading = override_stage(reading, args.stage)
     spec = arch = checkpoint = catalog = None
     advice = None
     if args.spec:
@@ -113,7 +155,7 @@ def cmd_triage(args) -> int:
         arch, checkpoint = resolve_model(spec.model, spec_path.resolve().parent)
         catalog = load_catalog(args.catalog)
         if reading.is_oom:
-            advice = advise(reading, spec, arch, checkpoint, catalog)
+            advice = advise(reading, spec, arch, checkpoint, catalog, log_text=text)
     elif args.apply or args.record_measured:
         raise SpecError("--apply and --record-measured change a spec: pass it with --spec")
     if args.json:
@@ -128,6 +170,65 @@ def cmd_triage(args) -> int:
     return 0
 
 
+def cmd_outcome(args) -> int:
+    """`vramtui triage --spec SPEC --outcome fixed|still-oom|other-error [--attempt N]`: mark
+    a logged attempt's result, as the app's outcome buttons do, and save the spec atomically."""
+    from vramtui.spec import load_spec, save_spec
+    from vramtui.triage.attempts import record_outcome
+
+    if not args.outcome:
+        raise SpecError("--attempt N goes with --outcome fixed|still-oom|other-error")
+    if not args.spec:
+        raise SpecError(
+            "--outcome records the result in the spec's triage log: pass it with --spec SPEC.toml"
+        )
+    if args.apply or args.record_measured:
+        raise SpecError(
+            "--outcome records the result of an attempt already made; --apply and "
+            "--record-measured start a new one: run them separately"
+        )
+    if args.log != "-":
+        raise SpecError(
+            "--outcome reads no log: drop the log argument (vramtui triage --spec SPEC "
+            "--outcome ...)"
+        )
+    path = user_path(args.spec)
+    spec = load_spec(path)
+    new, index = record_outcome(spec, args.outcome, args.attempt, source=str(path))
+    before = spec.triage[index].outcome
+    save_spec(new, path)
+    a = new.triage[index]
+    if args.json:
+        json.dump(
+            {
+                "schema_version": 1,
+                "spec": str(path),
+                "attempt": index + 1,
+                "variable": a.variable,
+                "change": a.change,
+                "outcome": a.outcome,
+                "previous_outcome": before,
+            },
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+    else:
+        from rich.text import Text
+
+        from vramtui.render import SafeConsole
+
+        was = f" (was: {before})" if before != a.outcome else ""
+        SafeConsole().print(
+            Text(
+                f"attempt {index + 1} of {len(new.triage)} ({a.variable}: {a.change}) "
+                f"recorded as {a.outcome}{was}; saved {path}"
+            ),
+            soft_wrap=True,
+        )
+    return 0
+
+
 def _update_spec(path, spec, reading, advice, args) -> None:
     from vramtui.spec import save_spec
     from vramtui.triage.advice import record_attempt, with_measurements
@@ -139,7 +240,13 @@ def _update_spec(path, spec, reading, advice, args) -> None:
             raise SpecError(
                 f"--apply {args.apply}: choose a recommendation between 1 and {len(recs)}"
             )
-        new = record_attempt(spec, reading, advice, recs[args.apply - 1])
+        rec = recs[args.apply - 1]
+        if rec.fits is False and not args.force:
+            raise SpecError(
+                f"--apply {args.apply} ({rec.change}): {rec.why_not_fit}; the spec is "
+                "unchanged: pick a change that fits, or add --force to try it anyway"
+            )
+        new = record_attempt(spec, reading, advice, rec)
     if args.record_measured:
         new = with_measurements(new, advice.measurements)
     save_spec(new, path)
@@ -208,22 +315,65 @@ def _print(reading, advice) -> None:
             )
         )
         return
+    if advice.stage_question:
+        console.print(
+            Text(
+                f"stage unknown: {advice.stage_question}? Re-run with --stage "
+                f"{'|'.join(STAGE_CHOICES)} for that stage's changes; meanwhile, the "
+                "changes below hold whichever stage it was.",
+                style="bold",
+            )
+        )
+    if advice.workload_lines:
+        console.print(
+            Text(
+                "workload in the log: "
+                + "; ".join(f"{w.shown} (line {w.line_no})" for w in advice.workload_lines),
+                style="dim",
+            )
+        )
+    for line in advice.mismatch_lines:
+        console.print(Text(f"mismatch: {line}", style="bold yellow"))
     console.print(Text(advice.deviation))
+    if advice.capacity_bytes:
+        console.print(
+            Text(
+                f"'fits' is judged against {format_bytes(advice.capacity_bytes)}, "
+                f"{advice.capacity_source}",
+                style="dim",
+            )
+        )
     for w in advice.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
-    t = Table(title="change exactly one variable, re-run, then re-check", title_justify="left")
-    for col in ("#", "variable", "change", "predicted peak", "fits", "re-check"):
-        t.add_column(col, overflow="fold")
-    for i, r in enumerate(advice.recommendations, 1):
-        fits = {True: "yes", False: "no", None: "?"}[r.fits]
-        peak = format_bytes(r.predicted_peak_bytes) if r.predicted_peak_bytes else "-"
-        t.add_row(str(i), r.variable, Text(r.change), peak, fits, Text(r.recheck))
-    console.print(t)
+    console.print(recommendations_table(advice))
     console.print(
         Text(
-            "Predicted peaks are ledger estimates for the failing stage. "
-            "--apply N changes the spec by that one variable and logs the attempt; "
-            "--record-measured stores the error's figures as measured items.",
+            "from the error: the need the error showed at the failure, less what the change "
+            "saves (a lower bound); from the ledger: the spec's estimate after the change. "
+            "--apply N changes the spec by that one variable and logs the attempt (a change "
+            "predicted not to fit needs --force); --record-measured stores the error's figures "
+            "as measured items; --outcome records how the attempt went.",
             style="dim",
         )
     )
+
+
+def recommendations_table(advice):
+    """The changes, with the two predictions in separate labelled columns."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title="change exactly one variable, re-run, then re-check", title_justify="left")
+    for col in ("#", "variable", "change", "from the error", "from the ledger", "fits", "re-check"):
+        t.add_column(col, overflow="fold", justify="right" if col.startswith("from") else "left")
+    for i, r in enumerate(advice.recommendations, 1):
+        t.add_row(
+            str(i),
+            r.variable,
+            Text(r.change),
+            format_bytes(r.error_peak_bytes) if r.error_peak_bytes is not None else "-",
+            format_bytes(r.ledger_peak_bytes) if r.ledger_peak_bytes is not None else "-",
+            fits_word(r),
+            Text(r.recheck),
+        )
+    return t

@@ -1,4 +1,5 @@
-"""Modal dialogs: a path prompt (open / save as), draft recovery, and the help screen."""
+"""Modal dialogs: a path prompt (open / save as), a yes/no confirmation, draft recovery, and
+the help screen."""
 
 from __future__ import annotations
 
@@ -33,6 +34,41 @@ class PathPrompt(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmDialog(ModalScreen[bool]):
+    """A yes/no question (applying a change predicted not to fit). Dismissed with True only
+    when the user presses the confirming button or y; Escape, n and the other button say no."""
+
+    BINDINGS = [
+        Binding("y", "yes", "Yes", id="dialog.yes"),
+        Binding("escape,n", "no", "No", id="dialog.no"),
+    ]
+
+    def __init__(self, title: str, text: str, yes: str = "Apply anyway", no: str = "Cancel"):
+        super().__init__()
+        self.title_text, self.text, self.yes, self.no = title, text, yes, no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="confirm-dialog"):
+            yield Label(Content(self.title_text), classes="dialog-title")
+            yield Static(Content(self.text))
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(self.no, id="confirm-no", variant="primary")
+                yield Button(self.yes, id="confirm-yes", variant="error")
+            yield Static("y to confirm; n or Escape to cancel.", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm-no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm-yes")
+
+    def action_yes(self) -> None:
+        self.dismiss(True)
+
+    def action_no(self) -> None:
+        self.dismiss(False)
 
 
 class RecoverDraft(ModalScreen[tuple[str, int] | None]):

@@ -11,9 +11,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Label, Select, Static, TextArea
 
-from vramtui.triage.phase import PHASES
 from vramtui.render import unit_label
 from vramtui.safe_text import safe_line
+from vramtui.triage.advice import fits_word
+from vramtui.triage.phase import PHASES
 from vramtui.units import format_bytes
 
 
@@ -43,7 +44,6 @@ class TriagePane(Vertical):
                     yield Button("Open log", id="triage-open", compact=True)
             with VerticalScroll(id="triage-reading"):
                 yield Label("2. What the error says")
-                yield Static("Nothing read yet.", id="triage-summary")
                 with Horizontal(id="triage-phase-row"):
                     yield Label("stage ")
                     yield Select(
@@ -53,25 +53,29 @@ class TriagePane(Vertical):
                         compact=True,
                         prompt="(read a log)",
                     )
+                yield Static("Nothing read yet.", id="triage-summary")
                 yield Static(id="triage-figures")
-        yield Label("3. Change exactly one variable (predicted peak of the failing stage)")
+        yield Label("3. Change one variable (predicted peak: from the error | from the ledger)")
         yield DataTable(id="triage-recs", cursor_type="row", zebra_stripes=True)
         with Horizontal(classes="triage-buttons"):
             yield Button(
                 "Apply selected change", id="triage-apply", variant="warning", compact=True
             )
             yield Button("Record figures as measured", id="triage-measured", compact=True)
-            yield Button("Last attempt: fixed", id="triage-fixed", compact=True)
-            yield Button("Last attempt: still OOM", id="triage-still", compact=True)
+            yield Label(" last attempt:", classes="triage-outcome-label")
+            yield Button("fixed", id="triage-fixed", compact=True)
+            yield Button("still OOM", id="triage-still", compact=True)
+            yield Button("other error", id="triage-other", compact=True)
         yield Static(id="triage-log-view")
 
     def on_mount(self) -> None:
         t = self.query_one("#triage-recs", DataTable)
-        widths = {"change": 44, "peak": 14}
+        widths = {"change": 40, "error": 14, "ledger": 15, "fits": 11}
         for key, label in (
             ("n", "#"),
             ("variable", "variable"),
-            ("peak", "predicted peak"),
+            ("error", "from the error"),
+            ("ledger", "from the ledger"),
             ("fits", "fits"),
             ("change", "change"),
             ("recheck", "re-check"),
@@ -93,8 +97,12 @@ class TriagePane(Vertical):
                 self.post_message(TriageRequest("apply", t.cursor_row))
         elif bid == "triage-measured":
             self.post_message(TriageRequest("measured"))
-        elif bid in ("triage-fixed", "triage-still"):
-            outcome = "fixed" if bid == "triage-fixed" else "still out of memory"
+        elif bid in ("triage-fixed", "triage-still", "triage-other"):
+            outcome = {
+                "triage-fixed": "fixed",
+                "triage-still": "still out of memory",
+                "triage-other": "other error",
+            }[bid]
             self.post_message(TriageRequest("outcome", outcome))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -147,7 +155,21 @@ class TriagePane(Vertical):
             if ph.evidence:
                 text.append(f"\nline {ph.line_no}: {safe_line(ph.evidence)}", style="dim")
             if advice is not None:
+                if advice.stage_question:
+                    text.append(
+                        f"\n{advice.stage_question}? Pick it in the stage list above; "
+                        "until then only changes that hold for every stage are listed.",
+                        style="bold",
+                    )
+                for line in advice.mismatch_lines:
+                    text.append(f"\nmismatch: {safe_line(line)}", style="bold yellow")
                 text.append(f"\n{safe_line(advice.deviation)}")
+                if advice.capacity_bytes:
+                    text.append(
+                        f"\n'fits' is judged against {format_bytes(advice.capacity_bytes)}, "
+                        f"{advice.capacity_source}",
+                        style="dim",
+                    )
                 for w in advice.warnings:
                     text.append(f"\nwarning: {safe_line(w)}", style="yellow")
             summary.update(text)
@@ -170,17 +192,14 @@ class TriagePane(Vertical):
                 ft.add_row(key.replace("_", " "), "", f"{value:,} tokens")
             figures.update(ft)
         if advice is not None:
+            shown_unit = unit if unit != "bytes" else "gib"
             for i, r in enumerate(advice.recommendations, 1):
-                peak = (
-                    format_bytes(r.predicted_peak_bytes, unit if unit != "bytes" else "gib")
-                    if r.predicted_peak_bytes
-                    else "-"
-                )
                 table.add_row(
                     str(i),
                     r.variable,
-                    Text(peak, justify="right"),
-                    {True: "yes", False: "no", None: "?"}[r.fits],
+                    Text(_peak(r.error_peak_bytes, shown_unit), justify="right"),
+                    Text(_peak(r.ledger_peak_bytes, shown_unit), justify="right"),
+                    fits_word(r),
                     Text(safe_line(r.change), overflow="ellipsis", no_wrap=True),
                     Text(safe_line(r.recheck)),
                 )
@@ -213,3 +232,7 @@ class TriagePane(Vertical):
         if spec.measured:
             t.caption = f"{len(spec.measured)} measured figure(s) stored with the spec"
         view.update(t)
+
+
+def _peak(value: int | None, unit: str) -> str:
+    return format_bytes(value, unit) if value is not None else "-"
