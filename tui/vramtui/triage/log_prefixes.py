@@ -57,37 +57,98 @@ _TS = (
 )
 _SEP = r"[ \t]{1,4}[-|][ \t]"  # one space after: what follows may be indented code
 
-# One prefix, anchored where the previous one ended. Named groups are families; the loose
-# families (decided by majority) are listed in _LOOSE. Inner groups must not capture.
-_PREFIX_RE = re.compile(
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+_DIGITS = "0123456789"
+_LEVEL_INITIALS = "DIWECFTN"
+
+# One prefix each, in the order they are tried, with the characters a line may start with for
+# it to apply (a line is only tried against the families its first character allows).
+_FAMILIES: tuple[tuple[str, str, str], ...] = (
     # ---- launchers: say which process printed the line (a tag, kept for interleaved ranks)
-    r"(?P<rank>\[[A-Za-z_]{0,24}\d{1,6}\]:[ \t]?)"  # torchrun [rank3]: / [default0]: / [3]:
-    r"|(?P<mpi>\[\d{1,6},\d{1,6}\]<std(?:out|err)>:[ \t]?)"  # mpirun --tag-output
-    r"|(?P<worker>\((?:[\w.:-]{1,64}[ \t])?(?:pid|rank)=\d{1,10}(?:[,\s][^()\n]{0,80})?\)[ \t]?)"
-    r"|(?P<pod>\[pod/[^\]\n]{1,200}\][ \t])"  # kubectl logs --prefix
+    ("rank", r"\[[A-Za-z_]{0,24}\d{1,6}\]:[ \t]?", "["),  # torchrun [rank3]: [default0]: [3]:
+    ("mpi", r"\[\d{1,6},\d{1,6}\]<std(?:out|err)>:[ \t]?", "["),  # mpirun --tag-output
+    (
+        "worker",  # vLLM "(VllmWorker rank=1 pid=572) ", "(EngineCore_0 pid=9) ", Ray "(pid=1, ip=x) "
+        r"\((?:[\w.:-]{1,64}[ \t])?(?:pid|rank)=\d{1,10}(?:[,\s][^()\n]{0,80})?\)[ \t]?",
+        "(",
+    ),
+    ("pod", r"\[pod/[^\]\n]{1,200}\][ \t]", "["),  # kubectl logs --prefix
     # ---- record headers: time, level, source
-    r"|(?P<vllm>" + _LEVEL + r"[ \t]{1,4}\d\d-\d\d[ \t]\d\d:\d\d:\d\d(?:\.\d{1,6})?[ \t]"
-    r"(?:\[[^\]\n]{1,100}\][ \t]?|[\w.-]{1,80}:\d{1,6}\][ \t]?))"
-    r"|(?P<pylog>" + _TS + r"(?:" + _SEP + r"(?:" + _LEVEL + r"[ \t]{0,8}|[\w.<>:-]{1,80})"
-    r"(?=" + _SEP + r")){0,3}" + _SEP + r")"  # asctime - name - LEVEL - / loguru
-    r"|(?P<stamp>" + _TS + r"[ \t](?:[ \t]?" + _LEVEL + r"[ \t]{1,4}(?:[\w:.-]{1,80}:[ \t])?)?)"
-    r"|(?P<bracket>\[" + _TS + r"\][ \t]?(?:\[" + _LEVEL + r"\][ \t]?)?"
-    r"(?:\[[^\]\n]{1,120}\][ \t]?)?)"  # [2024-05-01 12:00:00,123] [INFO] [logging.py:96:f]
-    r"|(?P<hf>\[" + _LEVEL + r"\|[\w.-]{1,80}:\d{1,6}\][ \t]{1,4}" + _TS + r"[ \t]{1,4}>>[ \t]?)"
-    r"|(?P<basic>" + _LEVEL + r":[\w.<>-]{1,80}:)"  # logging.basicConfig: ERROR:root:
-    r"|(?P<glog>[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d{1,9}[ \t]{1,4}\d{1,10}[ \t][^\]\n]{1,200}\][ \t]?)"
-    r"|(?P<c10>\[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d{1,9}[ \t][^\]\n]{1,200}\][ \t]?)"
-    r"|(?P<syslog>[A-Z][a-z]{2}[ \t]{1,2}\d{1,2}[ \t]\d\d:\d\d:\d\d[ \t][\w.-]{1,64}[ \t]"
-    r"[\w.@/-]{1,64}(?:\[\d{1,10}\])?:[ \t])"
+    (
+        "vllm",  # "INFO 01-15 10:22:11 [x.py:12] ", older "INFO 09-12 16:40:02 x.py:1008] "
+        _LEVEL + r"[ \t]{1,4}\d\d-\d\d[ \t]\d\d:\d\d:\d\d(?:\.\d{1,6})?[ \t]"
+        r"(?:\[[^\]\n]{1,100}\][ \t]?|[\w.-]{1,80}:\d{1,6}\][ \t]?)",
+        _LEVEL_INITIALS,
+    ),
+    (
+        "pylog",  # "%(asctime)s - %(name)s - %(levelname)s - ", loguru "ts | LEVEL | m:f:1 - "
+        _TS + r"(?:" + _SEP + r"(?:" + _LEVEL + r"[ \t]{0,8}|[\w.<>:-]{1,80})"
+        r"(?=" + _SEP + r")){0,3}" + _SEP,
+        _DIGITS,
+    ),
+    (
+        "stamp",  # ISO (tracing "ts  INFO target: ", docker logs -t, CI runners)
+        _TS + r"[ \t](?:[ \t]?" + _LEVEL + r"[ \t]{1,4}(?:[\w:.-]{1,80}:[ \t])?)?",
+        _DIGITS,
+    ),
+    (
+        "bracket",  # DeepSpeed "[2024-05-01 12:00:00,123] [INFO] [logging.py:96:log_dist] "
+        r"\[" + _TS + r"\][ \t]?(?:\[" + _LEVEL + r"\][ \t]?)?(?:\[[^\]\n]{1,120}\][ \t]?)?",
+        "[",
+    ),
+    (
+        "hf",  # transformers "[INFO|trainer.py:2078] 2024-05-01 12:00:00,123 >> "
+        r"\[" + _LEVEL + r"\|[\w.-]{1,80}:\d{1,6}\][ \t]{1,4}" + _TS + r"[ \t]{1,4}>>[ \t]?",
+        "[",
+    ),
+    ("basic", _LEVEL + r":[\w.<>-]{1,80}:", _LEVEL_INITIALS),  # logging.basicConfig ERROR:root:
+    (
+        "glog",  # torch.distributed.elastic, absl "W0612 10:14:03.118000 140231 api.py:897] "
+        r"[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d{1,9}[ \t]{1,4}\d{1,10}[ \t][^\]\n]{1,200}\][ \t]?",
+        "IWEF",
+    ),
+    (
+        "c10",  # "[W501 12:00:00.123 ProcessGroupNCCL.cpp:4115] "
+        r"\[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d{1,9}[ \t][^\]\n]{1,200}\][ \t]?",
+        "[",
+    ),
+    (
+        "syslog",  # syslog / journalctl "May 01 12:00:00 host ollama[1234]: "
+        r"[A-Z][a-z]{2}[ \t]{1,2}\d{1,2}[ \t]\d\d:\d\d:\d\d[ \t][\w.-]{1,64}+[ \t]"
+        r"[\w.@/-]{1,64}+(?:\[\d{1,10}\])?:[ \t]",
+        _UPPER,
+    ),
     # ---- loose: stripped only where most lines around carry the same family
-    r"|(?P<srun>[ \t]{0,6}\d{1,6}:[ \t])"  # srun --label, torchrun '${rank}: ' templates
-    r"|(?P<host>(?:[A-Za-z][A-Za-z0-9-]{0,62}(?:\.[A-Za-z0-9-]{1,62}){0,4}"
-    r"|\d{1,3}(?:\.\d{1,3}){3}):[ \t])"  # pdsh / deepspeed multi-node: worker-1:
-    r"|(?P<compose>[\w.-]{1,64}[ \t]{1,20}\|(?:[ \t]|$))"  # docker compose: vllm-1  |
-    r"|(?P<quote>>(?:[ \t]|$))"  # Markdown quote marker
-    r"|(?P<pytest>E[ \t]{2,8}(?=\S))",  # pytest: E       torch.OutOfMemoryError
-    _A,
+    ("srun", r"[ \t]{0,6}\d{1,6}:[ \t]", " \t" + _DIGITS),  # srun --label, '${rank}: '
+    (
+        "host",  # pdsh / DeepSpeed multi-node "worker-1: ", "10.0.0.7: "
+        r"(?:[A-Za-z][A-Za-z0-9-]{0,62}+(?:\.[A-Za-z0-9-]{1,62}+){0,4}+"
+        r"|\d{1,3}(?:\.\d{1,3}){3}):[ \t]",
+        _UPPER + _LOWER + _DIGITS,
+    ),
+    (
+        "compose",  # docker compose "vllm-1  | "
+        r"[\w.-]{1,64}+[ \t]{1,20}+\|(?:[ \t]|$)",
+        _UPPER + _LOWER + _DIGITS + "_.-",
+    ),
+    ("quote", r">(?:[ \t]|$)", ">"),  # Markdown quote marker
+    ("pytest", r"E[ \t]{2,8}(?=\S)", "E"),  # pytest "E       torch.OutOfMemoryError"
 )
+
+
+def _alternation(names: set[str] | None = None) -> re.Pattern[str]:
+    return re.compile(
+        "|".join(f"(?P<{n}>{p})" for n, p, _ in _FAMILIES if names is None or n in names), _A
+    )
+
+
+# Named groups are families; inner groups never capture (m.lastgroup names the family).
+_PREFIX_RE = _alternation()
+_BY_FIRST: dict[str, re.Pattern[str]] = {}
+for _c in {c for _n, _p, firsts in _FAMILIES for c in firsts}:
+    _BY_FIRST[_c] = _alternation({n for n, _p, firsts in _FAMILIES if _c in firsts})
+del _c
 _LOOSE = ("srun", "host", "compose", "quote", "pytest")
 _LAUNCHERS = ("rank", "mpi", "worker", "pod", "srun", "host", "compose")
 _DIGIT = re.compile(r"\d")
@@ -113,11 +174,14 @@ def clean_line(raw: str) -> str:
     return line
 
 
-def _chain(line: str) -> tuple[int, str | None, int]:
-    """(end of the prefixes, the first loose family or None, where that family starts)."""
+def _chain(line: str, m: re.Match[str] | None = None) -> tuple[int, str | None, int]:
+    """(end of the prefixes, the first loose family or None, where that family starts).
+    `m`: the first prefix's match, when the caller has it."""
     pos, loose, loose_at = 0, None, 0
     for _ in range(MAX_PREFIXES):
-        m = _PREFIX_RE.match(line, pos)
+        if m is None:
+            rx = _BY_FIRST.get(line[pos : pos + 1])
+            m = rx.match(line, pos) if rx is not None else None
         if m is None or m.end() == pos:
             break
         family = m.lastgroup
@@ -126,6 +190,7 @@ def _chain(line: str) -> tuple[int, str | None, int]:
         if family in _LOOSE and loose is None:
             loose, loose_at = family, pos
         pos = m.end()
+        m = None
     return pos, loose, loose_at
 
 
@@ -232,18 +297,20 @@ def clean_lines(
     lines: list[str] = []
     prefixes: list[str] = []
     loose: list[tuple[int, str, int, int]] = []  # (index, family, loose start, prefix end)
-    match = _PREFIX_RE.match
+    by_first = _BY_FIRST.get
     for i in range(n):
         line = raw[i]
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         if (ansi and "\x1b" in line) or (cr and "\r" in line):
             line = clean_line(line)
-        if match(line) is None:
+        rx = by_first(line[:1])
+        m = rx.match(line) if rx is not None else None
+        if m is None:
             lines.append(line)
             prefixes.append("")
             continue
-        end, family, at = _chain(line)
+        end, family, at = _chain(line, m)
         if family is None:
             lines.append(line[end:])
             prefixes.append(line[:end])
