@@ -386,6 +386,12 @@ def test_every_fixture_is_covered():
         "deepspeed_overflow_not_oom.log",
         "vllm_v1_startup_only.log",
         "torchrun_backward_two_ranks.log",
+        # prefixed and wrapped pastes: tests/test_triage_log_prefixes.py
+        "srun_label_two_tasks_backward.log",
+        "vllm_worker_prefix_load.log",
+        "pylogging_every_line_trainer_forward.log",
+        "comfyui_error_report_ksampler.log",
+        "markdown_quoted_fenced_generate.log",
     }
     assert names == set(CASES) | others
 

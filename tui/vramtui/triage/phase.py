@@ -7,87 +7,26 @@ and a `generate()` called from inside an evaluation loop is generation. When no 
 the error line itself (a vLLM KV-cache error, a llama.cpp compute buffer) and then the log lines
 before the traceback ("Loading checkpoint shards", "Method Warmup") are read.
 
-The line helpers here (`clean_line`, `strip_prefix`, `collect_frames`) are shared with the
-reader. Everything is plain `re`, line by line, with bounded quantifiers and a cap on the length
-of a line that is looked at, so a hostile paste cannot make a pattern backtrack for long.
+It reads the lines `log_prefixes.clean_log` left (prefixes, colours and wrappers gone) and
+answers with the original line numbers. Everything is plain `re`, line by line, with bounded
+quantifiers and a cap on the length of a line that is looked at, so a hostile paste cannot make
+a pattern backtrack for long.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from vramtui.triage.log_prefixes import CleanLog, clean_lines
 
 PHASES = ("load", "generate", "train_forward", "backward", "optimizer_step", "other", "unknown")
 
-MAX_LINE_CHARS = 20_000  # longer lines are cut: only their first 20,000 characters are read
 MAX_TRACEBACK_LINES = 3_000  # how far back from the error a traceback is followed
 LOG_CONTEXT_LINES = 300  # how far back from the traceback the log is read for a phase hint
 
 _A = re.ASCII
-
-# ANSI escape sequences: CSI (colours, cursor), OSC (titles, hyperlinks), and two-byte escapes.
-ANSI_RE = re.compile(
-    r"\x1b(?:\[[0-9;:?<=>!]{0,40}[ -/]{0,4}[@-~]|\][^\x07\x1b]{0,2000}(?:\x07|\x1b\\)?|[@-Z\\-_])"
-)
-
-# Log-record prefixes put in front of every line by launchers and loggers.
-_PREFIX_RE = re.compile(
-    r"(?:"
-    r"\[rank\d{1,6}\]:\s?"  # torchrun: "[rank0]: "
-    r"|\[default\d{1,6}\]:\s?"  # torchrun --tee: "[default0]: "
-    r"|\((?:[\w.:-]{1,64}\s)?(?:pid|rank)=\d{1,10}(?:[,\s][^()\n]{0,80})?\)\s?"  # (EngineCore pid=1)
-    r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s{1,4}\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d{1,6})?\s"
-    r"(?:\[[^\]\n]{1,100}\]\s?|[\w.-]{1,80}:\d{1,6}\]\s?)"  # vLLM: "INFO 01-15 10:22:11 [x.py:12] "
-    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\s{1,4}"
-    r"(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)\s{1,4}(?:[\w:.-]{1,80}:\s)?)?"
-    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?\]\s?(?:\[(?:DEBUG|INFO|WARNING|ERROR|"
-    r"CRITICAL)\]\s?)?(?:\[[^\]\n]{1,120}\]\s?)?"  # DeepSpeed: "[2024-05-01 12:00:00,123] [INFO] [x] "
-    r"|E\s{2,8}(?=\S)"  # pytest: "E       torch.OutOfMemoryError: ..."
-    r"|[\w.-]{1,64}\s{1,20}\|\s"  # docker compose: "vllm-1  | "
-    r")",
-    _A,
-)
-
-
-def clean_line(raw: str) -> str:
-    """One line as a terminal shows it: cut to MAX_LINE_CHARS, ANSI codes and CR removed
-    (after a progress bar's carriage returns, the last non-empty segment is what shows)."""
-    line = raw[:MAX_LINE_CHARS]
-    if "\x1b" in line:
-        line = ANSI_RE.sub("", line)
-    if "\r" in line:
-        line = line.rstrip("\r")
-        if "\r" in line:
-            segments = [s for s in line.split("\r") if s.strip()]
-            line = segments[-1] if segments else ""
-    return line
-
-
-def strip_prefix(line: str) -> str:
-    """Remove launcher and logger prefixes ("[rank0]: ", "INFO 01-15 10:22:11 [x.py:1] ")."""
-    for _ in range(4):
-        m = _PREFIX_RE.match(line)
-        if not m or m.end() == 0:
-            break
-        line = line[m.end() :]
-    return line
-
-
-def norm_line(raw: str) -> str:
-    return strip_prefix(clean_line(raw))
-
-
-def line_tag(raw: str) -> str | None:
-    """The rank / worker tag of a line ("[rank1]:", "(VllmWorker rank=1 pid=7)"), or None."""
-    m = _TAG_RE.search(clean_line(raw)[:200])
-    return m.group(0) if m else None
-
-
-_TAG_RE = re.compile(
-    r"\[rank\d{1,6}\]:|\[default\d{1,6}\]:|\([\w.:-]{0,64}\s?(?:pid|rank)=\d{1,10}[^()\n]{0,80}\)",
-    _A,
-)
 
 
 # ------------------------------------------------------------------------------ frames
@@ -98,8 +37,8 @@ class Frame:
     file: str  # as written, "/" separators
     func: str
     code: str  # the source line shown under the frame ("" when none)
-    header_no: int  # 0-based line index of the 'File "...", line N, in f' line
-    code_no: int | None  # 0-based line index of the code line
+    header_no: int  # index in the cleaned lines of the 'File "...", line N, in f' line
+    code_no: int | None  # index in the cleaned lines of the code line
 
 
 _PY_FRAME = re.compile(
@@ -138,32 +77,25 @@ def _parse_header(line: str) -> tuple[str, str] | None:
     return None
 
 
-def collect_frames(
-    lines: Sequence[str],
-    event_idx: int,
-    floor_idx: int = 0,
-    get: Callable[[int], str] | None = None,
-) -> list[Frame]:
-    """The frames of the traceback that ends just above line `event_idx` (0-based), outermost
+def collect_frames(log: CleanLog, event_idx: int, floor_idx: int = 0) -> list[Frame]:
+    """The frames of the traceback that ends just above cleaned line `event_idx`, outermost
     first (as Python prints them), not looking above `floor_idx`. Only lines with the same
     rank / worker tag as the error line are read, so interleaved ranks do not mix. When nothing
     precedes the error, a traceback that starts right after it (logger.exception style) is read.
     """
-    if get is None:
-        get = lambda i: norm_line(lines[i])
+    lines = log.lines
     n = len(lines)
     if not 0 <= event_idx < n:
         return []
-    tag = line_tag(lines[event_idx])
+    tag = log.tag(event_idx)
     block: list[int] = []
     i = event_idx - 1
     lowest = max(floor_idx, event_idx - MAX_TRACEBACK_LINES)
     while i >= lowest:
-        raw = lines[i]
-        if tag is not None and line_tag(raw) != tag:
+        if tag is not None and log.tag(i) != tag:
             i -= 1
             continue
-        text = get(i)
+        text = lines[i]
         if _TB_HEADER.match(text):
             break
         if text.strip() == "" or _TB_MISC.match(text) or _parse_header(text):
@@ -172,13 +104,13 @@ def collect_frames(
             continue
         break
     block.reverse()
-    if not any(_parse_header(get(j)) for j in block):
+    if not any(_parse_header(lines[j]) for j in block):
         # Message first, traceback after it (logger.exception, some launchers).
         block = []
         j = event_idx + 1
         seen_header = False
         while j < min(n, event_idx + MAX_TRACEBACK_LINES):
-            text = get(j)
+            text = lines[j]
             if not seen_header:
                 if _TB_HEADER.match(text):
                     seen_header = True
@@ -191,13 +123,13 @@ def collect_frames(
                 j += 1
                 continue
             break
-    return _frames_of(block, get)
+    return _frames_of(block, lines)
 
 
-def _frames_of(block: list[int], get: Callable[[int], str]) -> list[Frame]:
+def _frames_of(block: list[int], lines: Sequence[str]) -> list[Frame]:
     frames: list[Frame] = []
     for pos, j in enumerate(block):
-        text = get(j)
+        text = lines[j]
         parsed = _parse_header(text)
         if not parsed:
             continue
@@ -205,7 +137,7 @@ def _frames_of(block: list[int], get: Callable[[int], str]) -> list[Frame]:
         code, code_no = "", None
         ipython = not _PY_FRAME.match(text)
         for k in block[pos + 1 : pos + 40]:
-            nxt = get(k)
+            nxt = lines[k]
             if _parse_header(nxt) or _TB_HEADER.match(nxt):
                 break
             if ipython:
@@ -688,29 +620,28 @@ def _unknown(reason: str) -> PhaseVerdict:
     return PhaseVerdict(phase="unknown", evidence="", line_no=None, reason=reason)
 
 
-def localise_phase(lines: list[str], event_line_no: int | None) -> PhaseVerdict:
+def localise_phase(lines: Sequence[str], event_line_no: int | None) -> PhaseVerdict:
     """Decide the phase of the error at 1-based `event_line_no` in `lines` (the pasted text split
-    on newlines; ANSI codes, CRs and log prefixes are handled here). `None`: the end of the text.
-    """
+    on newlines, as pasted: prefixes, colours and wrappers are cleaned here). `None`: the end of
+    the text. The verdict's line number is a line of `lines`."""
+    log = clean_lines(list(lines))
+    idx = None if event_line_no is None else log.index_of(event_line_no)
+    return phase_of(log, idx)
+
+
+def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
+    """Decide the phase of the error on cleaned line `event_idx` of `log` (None: the last
+    non-blank line). The verdict gives the original line number."""
+    lines = log.lines
     if not lines:
         return _unknown("the text is empty")
-    if event_line_no is None or not 1 <= event_line_no <= len(lines):
+    if event_idx is None or not 0 <= event_idx < len(lines):
         # No event line given: the last non-blank line (the exception that ends a traceback)
         event_idx = len(lines) - 1
         while event_idx > 0 and not lines[event_idx].strip():
             event_idx -= 1
-    else:
-        event_idx = event_line_no - 1
     n = len(lines)
-    cache: dict[int, str] = {}
-
-    def get(i: int) -> str:
-        s = cache.get(i)
-        if s is None:
-            s = cache[i] = norm_line(lines[i])
-        return s
-
-    frames = collect_frames(lines, event_idx, 0, get)
+    frames = collect_frames(log, event_idx, 0)
     context_hit: tuple[Frame, _Rule] | None = None
     weak_hit: tuple[Frame, _Rule] | None = None
     for fr in reversed(frames):  # deepest first
@@ -719,35 +650,38 @@ def localise_phase(lines: list[str], event_line_no: int | None) -> PhaseVerdict:
             continue
         phase, strength, _why, _on_code = rule
         if strength == "strong":
-            return _frame_verdict(fr, rule, get)
+            return _frame_verdict(fr, rule, log)
         if strength == "context" and context_hit is None:
             context_hit = (fr, rule)
         elif strength == "weak" and weak_hit is None:
             weak_hit = (fr, rule)
     if context_hit:
-        return _frame_verdict(*context_hit, get)
+        return _frame_verdict(*context_hit, log)
     if lines[event_idx]:
         # The error line and, for llama.cpp-style logs, the few lines after it.
         for j in range(event_idx, min(n, event_idx + 6)):
-            text = get(j)[:2_000]
+            text = lines[j][:2_000]
             if j > event_idx and not text.strip():
                 break
             for phase, pattern, why in _EVENT_RULES:
                 if pattern.search(text):
                     return PhaseVerdict(
-                        phase=phase, evidence=text.strip()[:500], line_no=j + 1, reason=why
+                        phase=phase,
+                        evidence=text.strip()[:500],
+                        line_no=log.line_nos[j],
+                        reason=why,
                     )
     if weak_hit:
-        return _frame_verdict(*weak_hit, get)
+        return _frame_verdict(*weak_hit, log)
     top = frames[0].header_no if frames else event_idx
     for j in range(min(top, n) - 1, max(-1, top - 1 - LOG_CONTEXT_LINES), -1):
-        text = get(j)[:600]  # a log line says what it is doing near its start
+        text = lines[j][:600]  # a log line says what it is doing near its start
         if not text or _parse_header(text):
             continue
         for phase, pattern, why in _LOG_RULES:
             if pattern.search(text):
                 return PhaseVerdict(
-                    phase=phase, evidence=text.strip()[:500], line_no=j + 1, reason=why
+                    phase=phase, evidence=text.strip()[:500], line_no=log.line_nos[j], reason=why
                 )
     if frames:
         return _unknown(
@@ -757,12 +691,14 @@ def localise_phase(lines: list[str], event_line_no: int | None) -> PhaseVerdict:
     return _unknown("no traceback and no log line says what was running")
 
 
-def _frame_verdict(fr: Frame, rule: _Rule, get: Callable[[int], str]) -> PhaseVerdict:
+def _frame_verdict(fr: Frame, rule: _Rule, log: CleanLog) -> PhaseVerdict:
     phase, _strength, why, on_code = rule
     if on_code and fr.code_no is not None:
-        evidence, line_no = fr.code, fr.code_no + 1
+        evidence, idx = fr.code, fr.code_no
     else:
-        evidence, line_no = get(fr.header_no).strip(), fr.header_no + 1
+        evidence, idx = log.lines[fr.header_no].strip(), fr.header_no
     where = _short(fr.file)
     reason = f"the deepest deciding frame is {fr.func} ({where}): {why}"
-    return PhaseVerdict(phase=phase, evidence=evidence[:500], line_no=line_no, reason=reason)
+    return PhaseVerdict(
+        phase=phase, evidence=evidence[:500], line_no=log.line_nos[idx], reason=reason
+    )

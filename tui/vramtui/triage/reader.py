@@ -7,9 +7,10 @@ each one carries into bytes (`units.parse_bytes`, the text as written kept besid
 in which phase the run failed (`phase.localise_phase`).
 
 Robust to what pastes look like: a whole traceback or a log tail, ANSI colours, CRLF, progress
-bars, launcher prefixes ("[rank0]: ", vLLM's "INFO 01-15 10:22:11 [x.py:1] "), messages wrapped
-by the terminal (cut mid-word at a fixed width) or by hard newlines (cut at spaces), several
-errors in one paste. Linear in the size of the text: candidate lines are found with plain
+bars, launcher and logger prefixes ("[rank0]: ", vLLM's "INFO 01-15 10:22:11 [x.py:1] "),
+Markdown and ComfyUI wrappers (all cleaned first by `log_prefixes.clean_log`, which keeps each
+line's original number: events and verdicts give those), messages wrapped by the terminal (cut
+mid-word at a fixed width) or by hard newlines (cut at spaces), several errors in one paste. Linear in the size of the text: candidate lines are found with plain
 substring searches, and only those lines (and their few continuation lines) meet a regex; every
 quantifier is bounded and no line is read past its first 20,000 characters.
 
@@ -22,18 +23,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vramtui.errors import UnitsError
-from vramtui.triage.phase import (
-    ANSI_RE,
-    PhaseVerdict,
-    clean_line,
-    collect_frames,
-    line_tag,
-    localise_phase,
-    strip_prefix,
-)
+from vramtui.triage.log_prefixes import CleanLog, clean_log, line_tag
+from vramtui.triage.phase import PhaseVerdict, collect_frames, phase_of
 from vramtui.units import parse_bytes
 
 FIGURE_KEYS = (
@@ -741,23 +735,17 @@ _VLLM_TAG = _c(r"\((?:VllmWorker|EngineCore|RayWorkerWrapper|APIServer|Worker)\w
 
 
 class _Reader:
-    def __init__(self, text: str) -> None:
-        self.lines = text.split("\n")
+    """Reads the cleaned lines of a paste; line indices here are indices into `log.lines`."""
+
+    def __init__(self, log: CleanLog) -> None:
+        self.log = log
+        self.lines = log.lines
         self.n = len(self.lines)
-        self._clean: dict[int, str] = {}
-        self._norm: dict[int, str] = {}
 
     def clean(self, i: int) -> str:
-        s = self._clean.get(i)
-        if s is None:
-            s = self._clean[i] = clean_line(self.lines[i])
-        return s
+        return self.lines[i]
 
-    def norm(self, i: int) -> str:
-        s = self._norm.get(i)
-        if s is None:
-            s = self._norm[i] = strip_prefix(self.clean(i))
-        return s
+    norm = clean  # prefixes were stripped by clean_log: one cleaned form
 
     def is_code_line(self, i: int) -> bool:
         if _CODE_LINE.match(self.norm(i)):
@@ -766,25 +754,26 @@ class _Reader:
 
     # -- one message starting at line i, column col
     def gather(self, i: int, col: int, form: _Form) -> tuple[str, int, _Facts]:
-        first_clean = self.clean(i)
-        first = self.norm(i)
-        prefix = first_clean[: len(first_clean) - len(first)]
+        first = self.clean(i)
+        prefix = self.log.prefixes[i]
         pieces = [first[col:]]
-        widths = [len(first_clean)]
+        widths = [len(prefix) + len(first)]
         ended = form.end is None or bool(form.end.search(pieces[0]))
         if not ended:
             size = len(pieces[0])
             for j in range(i + 1, min(self.n, i + 1 + MAX_CONTINUATION_LINES)):
-                c = self.clean(j)
-                if not c.strip():
+                cont = self.clean(j)
+                if not cont.strip():
                     break
-                cont = c[len(prefix) :] if prefix and c.startswith(prefix) else c
+                pj = self.log.prefixes[j]
+                if pj and pj != prefix:
+                    break  # another record (a new time stamp) or another rank's line
                 if _STRUCTURAL.match(cont.lstrip()) or self.is_code_line(j):
                     break
                 if self.match_start(self.norm(j)) is not None:
                     break  # the next line starts a message of its own (a repeated OOM line)
                 pieces.append(cont)
-                widths.append(len(c))
+                widths.append(len(pj) + len(cont))
                 size += len(cont)
                 tail = pieces[-2][-80:]
                 if form.end.search(tail + cont) or form.end.search(
@@ -990,11 +979,11 @@ def _postprocess(
             ev = _with_framework(ev, "ollama")
         if ev.framework in _ALLOCATOR_FRAMEWORKS:
             idx = ev.line_no - 1
-            frames = collect_frames(reader.lines, idx, prev_end + 1, reader.norm)
+            frames = collect_frames(reader.log, idx, prev_end + 1)
             files = " ".join(fr.file.lower() for fr in frames)
             if "deepspeed/" in files:
                 ev = _with_framework(ev, "deepspeed")
-            elif "/vllm/" in files or _VLLM_TAG.match(reader.clean(idx)):
+            elif "/vllm/" in files or _VLLM_TAG.search(reader.log.prefixes[idx]):
                 ev = _with_framework(ev, "vllm")
             elif "text_generation_server" in files:
                 ev = _with_framework(ev, "tgi")
@@ -1128,14 +1117,12 @@ def read_log(text: str) -> TriageReading:
         text = bytes(text).decode("utf-8", errors="replace")
     elif not isinstance(text, str):
         text = str(text)
-    if "\x1b" in text:
-        text = ANSI_RE.sub("", text)
-    if "\r" in text and "\n" not in text:
-        text = text.replace("\r", "\n")  # old Mac line endings
-    reader = _Reader(text)
+    log = clean_log(text)
+    reader = _Reader(log)
+    cleaned = "\n".join(log.lines)
     found: list[tuple[OomEvent, int]] = []
     consumed_until = -1
-    for i in _candidate_lines(text):
+    for i in _candidate_lines(cleaned):
         if i <= consumed_until or i >= reader.n:
             continue
         hit = reader.event_at(i, consumed_until)
@@ -1149,24 +1136,26 @@ def read_log(text: str) -> TriageReading:
     ollama = any(ev.framework == "llama.cpp" for ev, _ in found) and (
         "ollama" in text or "llama runner" in text or ("source=" in text and ".go:" in text)
     )
-    events = _postprocess(found, reader, ollama)
-    failures = [e for e in events if e.kind != "startup"]
+    events = _postprocess(found, reader, ollama)  # line_no: 1 + index in the cleaned lines
+    failures = [k for k, e in enumerate(events) if e.kind != "startup"]
     is_oom = bool(failures)
-    allocation = [e for e in events if e.kind == "allocation"]
-    primary = allocation[-1] if allocation else (events[-1] if events else None)
-    if primary is not None and primary.kind == "startup" and failures:
-        primary = failures[-1]
-    if is_oom and primary is not None:
-        phase = localise_phase(reader.lines, primary.line_no)
+    allocation = [k for k, e in enumerate(events) if e.kind == "allocation"]
+    primary_at = allocation[-1] if allocation else (len(events) - 1 if events else None)
+    if primary_at is not None and events[primary_at].kind == "startup" and failures:
+        primary_at = failures[-1]
+    if is_oom and primary_at is not None:
+        phase = phase_of(log, events[primary_at].line_no - 1)
     elif text.strip():
         last = _last_exception(reader)
         phase = (
-            localise_phase(reader.lines, last + 1)
+            phase_of(log, last)
             if last is not None
             else PhaseVerdict("unknown", "", None, "no error line in the text")
         )
     else:
         phase = PhaseVerdict("unknown", "", None, "the text is empty")
+    events = [replace(e, line_no=log.line_nos[e.line_no - 1]) for e in events]
+    primary = events[primary_at] if primary_at is not None else None
     return TriageReading(
         is_oom=is_oom,
         events=tuple(events),
