@@ -47,7 +47,7 @@ def test_the_corpus_is_large_enough():
     reports = [_load(p) for p in REPORTS]
     ooms = sum(1 for r in reports if r["is_oom"])
     near = len(reports) - ooms
-    assert ooms >= 140 and near >= 40, (ooms, near)
+    assert ooms >= 200 and near >= 60, (ooms, near)  # what the issue asks for
 
 
 @pytest.mark.parametrize("path", REPORTS, ids=lambda p: p.stem)
@@ -67,7 +67,10 @@ def test_report_is_well_formed(path):
     assert text.strip() and len(text) <= 6000 and text.count("\n") <= 80
     for fig in r.get("figures", []):
         # A figure's text is taken from the excerpt, and its bytes were worked by hand.
-        assert fig["as_written"] in text, fig
+        if fig.get("split_across_lines"):  # a terminal wrapped the figure in two
+            assert re.sub(r"\s+", "", fig["as_written"]) in re.sub(r"\s+", "", text), fig
+        else:
+            assert fig["as_written"] in text, fig
         assert isinstance(fig["bytes"], int), fig  # vLLM can print a negative KV budget
         assert fig["key"].endswith("_bytes"), fig
     if not r["is_oom"]:
