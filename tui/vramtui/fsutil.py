@@ -91,10 +91,3 @@ def is_dir(path: Path) -> bool:
     except (OSError, ValueError):
         return False
 
-
-def is_file(path: Path) -> bool:
-    """`path.is_file()` that answers False where the OS refuses the name itself."""
-    try:
-        return Path(path).is_file()
-    except (OSError, ValueError):
-        return False

@@ -6,6 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from vramtui.errors import ModelError
+from vramtui.fsutil import is_dir, user_path
 
 # A Hub id is at most 96 characters and a path rarely passes a few hundred; a longer model
 # reference is a paste gone wrong (and longer than a file name may be).
@@ -20,15 +21,6 @@ def model_ref_too_long(text: str, what: str, where: str = "") -> str | None:
         f"{what} is {len(text)} characters long{where}; the limit is {MAX_MODEL_REF_CHARS} "
         "characters: give a catalogue or Hub id, or the path of a local model directory"
     )
-
-
-def is_directory(path: Path) -> bool:
-    """Whether `path` is a directory; any error probing it (a name too long for the file
-    system, a NUL byte, no permission) means it is not a local directory."""
-    try:
-        return path.expanduser().is_dir()
-    except (OSError, ValueError, RuntimeError):
-        return False
 
 
 def resolve_model(ref, base_dir: Path | None = None, catalog_dir: Path | None = None):
@@ -56,7 +48,7 @@ def _local(path: Path, base_dir: Path | None):
     if not path.is_absolute() and base_dir is not None:
         candidates.insert(0, base_dir / path)
     for p in candidates:
-        if is_directory(p):
+        if is_dir(user_path(p)):
             return _load_local_cached(p.resolve(), _stamp(p))
     raise ModelError(
         f"model path '{path}' is not a directory; point model.path (or --model) at a local "
@@ -65,7 +57,7 @@ def _local(path: Path, base_dir: Path | None):
 
 
 def looks_like_path(text: str) -> bool:
-    return text.startswith((".", "/", "~")) or is_directory(Path(text))
+    return text.startswith((".", "/", "~")) or is_dir(user_path(text))
 
 
 def _stamp(directory: Path) -> tuple:

@@ -348,8 +348,9 @@ def _print(reading, advice) -> None:
     console.print(recommendations_table(advice))
     console.print(
         Text(
-            "from the error: the need the error showed at the failure, less what the change "
-            "saves (a lower bound); from the ledger: the spec's estimate after the change. "
+            "predicted peaks are estimated. from the error: the need the error showed at the "
+            "failure, less what the change saves (a lower bound); from the ledger: the spec's "
+            "estimate after the change. "
             "--apply N changes the spec by that one variable and logs the attempt (a change "
             "predicted not to fit needs --force); --record-measured stores the error's figures "
             "as measured items; --outcome records how the attempt went.",
@@ -363,7 +364,10 @@ def recommendations_table(advice):
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title="change exactly one variable, re-run, then re-check", title_justify="left")
+    t = Table(
+        title="change exactly one variable, re-run, then re-check (predicted peaks: estimated)",
+        title_justify="left",
+    )
     for col in ("#", "variable", "change", "from the error", "from the ledger", "fits", "re-check"):
         t.add_column(col, overflow="fold", justify="right" if col.startswith("from") else "left")
     for i, r in enumerate(advice.recommendations, 1):

@@ -55,7 +55,7 @@ class TriagePane(Vertical):
                     )
                 yield Static("Nothing read yet.", id="triage-summary")
                 yield Static(id="triage-figures")
-        yield Label("3. Change one variable (predicted peak: from the error | from the ledger)")
+        yield Label("3. Change one variable (estimated peak: from the error | from the ledger)")
         yield DataTable(id="triage-recs", cursor_type="row", zebra_stripes=True)
         with Horizontal(classes="triage-buttons"):
             yield Button(
