@@ -104,6 +104,28 @@ async def test_ctrl_e_exports_the_sheet_as_html(tmp_path, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") or "tmp" in p.name]
 
 
+async def test_ctrl_e_exports_from_a_focused_text_field(tmp_path, monkeypatch):
+    from textual.widgets import Input
+
+    monkeypatch.chdir(tmp_path)
+    app, _ = _app(tmp_path)
+    async with app.run_test(size=(140, 50)) as pilot:
+        field = app.screen.query(Input).first()
+        field.focus()
+        await pilot.pause()
+        assert app.focused is field
+        await pilot.press("ctrl+e")
+        await pilot.pause()
+        assert isinstance(app.screen, PathPrompt)
+        # Inside the dialog ctrl+e is the field's end-of-line again: no second dialog.
+        await pilot.press("home", "ctrl+e")
+        await pilot.pause()
+        assert isinstance(app.screen, PathPrompt) and len(app.screen_stack) == 2
+        await pilot.press("ctrl+u", *"f.html", "enter")
+        await pilot.pause()
+    assert "@media print" in (tmp_path / "f.html").read_text()
+
+
 async def test_dry_run_button_traces_in_the_background(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

@@ -10,6 +10,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
+from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
 from vramtui.app.messages import CandidateSelected, FieldEdited
@@ -60,7 +61,9 @@ class VramtuiApp(App):
         Binding("f7", "show_tab('triage')", "Triage", id="tab.triage"),
         Binding("f8", "show_tab('feed')", "Feed", id="tab.feed"),
         Binding("f9", "import_measurements", "Import", id="measure_import"),
-        Binding("ctrl+e", "export_sheet", "Sheet", id="export_sheet"),
+        # Priority: a focused text field (the Sizing tab's default) would take ctrl+e as
+        # end-of-line; `end` still does that. Inside a dialog the field keeps the key.
+        Binding("ctrl+e", "export_sheet", "Sheet", id="export_sheet", priority=True),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
@@ -455,6 +458,11 @@ class VramtuiApp(App):
         self.notify(message + ("; unsaved: ctrl+s to keep them" if added else ""), timeout=10)
         self._refresh_all()
         self.action_show_tab("sizing")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "export_sheet" and isinstance(self.screen, ModalScreen):
+            return False
+        return True
 
     def action_export_sheet(self) -> None:
         stem = self.session.path.stem if self.session.path else "sizing-sheet"
