@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,27 @@ def _split() -> dict[str, str]:
     return half_of
 
 
+_MULTIPLIERS = (2**10, 2**20, 2**30, 2**40, 10**3, 10**6, 10**9, 10**12)
+
+
+def _assert_rounded_to_the_nearest_byte(fig: dict) -> None:
+    """A printed "9.54 GiB" is 9.54 x 2^30 = 10,243,497,000.96 B: labelled 10,243,497,001.
+
+    One convention for every label: the decimal as printed times the backend's unit, rounded to
+    the nearest byte (half to even). Which unit is the labeller's call (GB can be 2^30 for MPS
+    and vLLM); only the rounding is checked here.
+    """
+    m = re.fullmatch(r"\s*(\d[\d,]*\.\d+)\s*[A-Za-z]+\s*", fig["as_written"])
+    if not m:
+        return
+    value = Decimal(m.group(1).replace(",", ""))
+    near = [k for k in _MULTIPLIERS if abs(Decimal(fig["bytes"]) - value * k) <= 1]
+    assert near, f"{fig}: bytes are not the printed value times a unit"
+    assert any(
+        fig["bytes"] == int((value * k).to_integral_value(ROUND_HALF_EVEN)) for k in near
+    ), f"{fig}: round to the nearest byte"
+
+
 def test_the_corpus_is_large_enough():
     reports = [_load(p) for p in REPORTS]
     ooms = sum(1 for r in reports if r["is_oom"])
@@ -73,6 +95,7 @@ def test_report_is_well_formed(path):
             assert fig["as_written"] in text, fig
         assert isinstance(fig["bytes"], int), fig  # vLLM can print a negative KV budget
         assert fig["key"].endswith("_bytes"), fig
+        _assert_rounded_to_the_nearest_byte(fig)
     if not r["is_oom"]:
         assert r["near_miss_kind"], "a near-miss says what it really is"
 

@@ -26,7 +26,7 @@ def record_attempt(spec: Spec, reading, advice, rec, now: datetime.datetime | No
         check_single_change(spec, rec.spec_after)
     ev = reading.primary
     attempt = TriageAttempt(
-        time=(now or datetime.datetime.now(datetime.timezone.utc)).isoformat(timespec="seconds"),
+        time=(now or datetime.datetime.now(datetime.UTC)).isoformat(timespec="seconds"),
         phase=advice.phase,
         framework=ev.framework if ev else "",
         figures=dict(ev.figures) if ev else {},

@@ -22,46 +22,22 @@ of two (they divide by 2^30); for those two the figures are read as GiB/MiB. Eve
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from vramtui.errors import UnitsError
 from vramtui.triage.log_prefixes import CleanLog, clean_log, line_tag
+from vramtui.triage.oom_forms import (
+    ANCHORS,
+    ANY_KEY,
+    FIGURE_KEYS,
+    FORMS,
+    FRAMEWORKS,
+    KINDS,
+    Facts,
+    Form,
+    ascii_re,
+    read_tgi_span,
+)
 from vramtui.triage.phase import PhaseVerdict, collect_frames, phase_of
-from vramtui.units import parse_bytes
-
-FIGURE_KEYS = (
-    "tried_to_allocate_bytes",
-    "total_capacity_bytes",
-    "free_bytes",
-    "process_in_use_bytes",
-    "allocated_by_pytorch_bytes",
-    "reserved_unallocated_bytes",
-    "reserved_total_bytes",
-    "already_allocated_bytes",
-    "allowed_bytes",
-    "other_processes_bytes",
-    "kv_cache_bytes",
-    "model_weights_bytes",
-    "activation_peak_bytes",
-    "non_torch_bytes",
-)
-
-FRAMEWORKS = (
-    "pytorch",
-    "rocm",
-    "xpu",
-    "mps",
-    "cuda",
-    "cublas",
-    "vllm",
-    "tgi",
-    "accelerate",
-    "deepspeed",
-    "llama.cpp",
-    "ollama",
-)
-KINDS = ("allocation", "kv_cache", "offload", "startup")
 
 
 @dataclass(frozen=True)
@@ -87,648 +63,29 @@ class TriageReading:
 
 
 _A = re.ASCII
-# A quantity as the frameworks print it: "20.00 MiB", "79.19GiB", "512 bytes", "1,024.5 MB".
-_Q = r"(?<![-\d.,])(\d[\d,]{0,24}(?:\.\d{1,12})?\s?(?:[KMGTkmgt]i?B|bytes|B))\b"
-_N = r"(?<![-\d.,])(\d{1,3}(?:,\d{3}){1,8}(?![\d,])|\d{1,24})"  # an integer, thousands separators allowed
-
-# Substrings that every recognised line contains at least one of (case-sensitive, cheap to find).
-_ANCHORS = (
-    "emory",
-    "EMORY",
-    "lloc",
-    "LLOC",
-    "apacity",
-    "eserved",
-    "che blocks",
-    "che size",
-    "Cache is",
-    "cache_init",
-    "cache_size",
-    "seq len",
-    "ispatched",
-    "ffload",
-    " took ",
-    "eights take",
-    "blocks: ",
-    "oncurrency",
-    "uffer",
-    "runner process",
-    "ALLOC",
-)
 MAX_CONTINUATION_LINES = 40
 MAX_MESSAGE_CHARS = 8_000
 
-
-# ------------------------------------------------------------------------------ facts
-
-
-class _Facts:
-    __slots__ = ("binary_si", "figures", "gpu", "tokens", "written")
-
-    def __init__(self, binary_si: bool = False) -> None:
-        self.figures: dict[str, int] = {}
-        self.written: dict[str, str] = {}
-        self.tokens: dict[str, int] = {}
-        self.gpu: int | None = None
-        self.binary_si = binary_si
-
-    def fig(self, key: str, written: str, binary_si: bool | None = None) -> None:
-        if key in self.figures:
-            return
-        written = written.strip()
-        value = _to_bytes(written, self.binary_si if binary_si is None else binary_si)
-        if value is not None:
-            self.figures[key] = value
-            self.written[key] = written
-
-    def tok(self, key: str, digits: str) -> None:
-        if key not in self.tokens:
-            try:
-                self.tokens[key] = int(digits.replace(",", ""))
-            except ValueError:
-                pass
-
-    def set_gpu(self, digits: str | None) -> None:
-        if self.gpu is None and digits is not None:
-            try:
-                self.gpu = int(digits)
-            except ValueError:
-                pass
-
-
-_SI_TO_BINARY = re.compile(r"^(.*?)\s?([KkMGT])B$", _A)
-
-
-def _to_bytes(written: str, binary_si: bool) -> int | None:
-    text = written
-    if binary_si:
-        m = _SI_TO_BINARY.match(written)
-        if m:
-            text = f"{m[1]} {m[2].upper()}iB"
-    try:
-        return parse_bytes(text)
-    except (UnitsError, ValueError, OverflowError):
-        return None
-
-
-def _fields(text: str, facts: _Facts, table: tuple[tuple[str, re.Pattern[str]], ...]) -> None:
-    for key, pattern in table:
-        if key in facts.figures:
-            continue
-        m = pattern.search(text)
-        if m:
-            facts.fig(key, m.group(1))
-
-
-def _c(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile(pattern, _A | flags)
-
-
-_TORCH_FIELDS = (
-    ("tried_to_allocate_bytes", _c(r"Tried to allocate " + _Q)),
-    ("total_capacity_bytes", _c(r"total capacity of " + _Q)),
-    ("total_capacity_bytes", _c(_Q + r" total capacity")),
-    ("free_bytes", _c(r"of which " + _Q + r" is free")),
-    ("free_bytes", _c(_Q + r" free;")),
-    ("already_allocated_bytes", _c(_Q + r" already allocated")),
-    ("allowed_bytes", _c(_Q + r" allowed;")),
-    ("reserved_total_bytes", _c(_Q + r" reserved in total by PyTorch")),
-    ("reserved_total_bytes", _c(_Q + r" cached\)")),
-    ("process_in_use_bytes", _c(r"this process has " + _Q + r" memory in use")),
-    (
-        "allocated_by_pytorch_bytes",
-        _c(r"Of the allocated memory " + _Q + r" is allocated by PyTorch"),
-    ),
-    ("reserved_unallocated_bytes", _c(_Q + r" is reserved by PyTorch but unallocated")),
-)
-_TORCH_GPU = _c(r"\(GPU (\d{1,4});|\bGPU (\d{1,4}) has a total capacity")
-_OTHER_PROCESS = _c(r"\bProcess (\d{1,10}) has " + _Q + r" memory in use")
-
-
-def _x_torch(text: str, f: _Facts) -> None:
-    _fields(text, f, _TORCH_FIELDS)
-    m = _TORCH_GPU.search(text)
-    if m:
-        f.set_gpu(m.group(1) or m.group(2))
-    total, written = 0, []
-    for m in _OTHER_PROCESS.finditer(text):
-        value = _to_bytes(m.group(2), False)
-        if value is not None:
-            total += value
-            written.append(m.group(2).strip())
-    if written:
-        f.figures["other_processes_bytes"] = total
-        f.written["other_processes_bytes"] = " + ".join(written)
-
-
-_MPS_FIELDS = (
-    ("allocated_by_pytorch_bytes", _c(r"MPS allocated: " + _Q)),
-    ("non_torch_bytes", _c(r"other allocations: " + _Q)),
-    ("allowed_bytes", _c(r"max allowed: " + _Q)),
-    ("tried_to_allocate_bytes", _c(r"Tried to allocate " + _Q)),
-    ("tried_to_allocate_bytes", _c(r"Invalid buffer size: " + _Q)),
-)
-
-
-def _x_mps(text: str, f: _Facts) -> None:
-    _fields(text, f, _MPS_FIELDS)
-
-
-_VLLM_MAXLEN = _c(
-    r"max seq len \(" + _N + r"\) is larger than the maximum number of tokens that "
-    r"can be stored in KV cache \(" + _N + r"\)"
-)
-_VLLM_V1 = _c(
-    r"max seq len \(" + _N + r"\),? \(" + _Q + r" KV cache is needed, which is larger "
-    r"than the available KV cache memory \(" + _Q + r"\)"
-)
-_VLLM_EST = _c(r"estimated maximum model length is " + _N)
-_VLLM_FREE = _c(
-    r"Free memory on device \((\d{1,9}(?:\.\d{1,6})?)/(\d{1,9}(?:\.\d{1,6})?) "
-    r"([KMGT]i?B)\) on startup is less than desired GPU memory utilization "
-    r"\((\d(?:\.\d{1,6})?), (\d{1,9}(?:\.\d{1,6})? ?[KMGT]i?B)\)"
-)
-
-
-def _x_vllm_kv(text: str, f: _Facts) -> None:
-    m = _VLLM_MAXLEN.search(text)
-    if m:
-        f.tok("max_model_len", m.group(1))
-        f.tok("kv_cache_tokens", m.group(2))
-    m = _VLLM_V1.search(text)
-    if m:
-        f.tok("max_model_len", m.group(1))
-        f.fig("tried_to_allocate_bytes", m.group(2))  # the KV cache one full-length request needs
-        f.fig("kv_cache_bytes", m.group(3))
-    m = _VLLM_EST.search(text)
-    if m:
-        f.tok("estimated_max_model_len", m.group(1))
-    m = _VLLM_FREE.search(text)
-    if m:
-        unit = m.group(3)
-        f.fig("free_bytes", f"{m.group(1)} {unit}")  # vLLM writes "37.95/79.25 GiB"
-        f.fig("total_capacity_bytes", f"{m.group(2)} {unit}")
-        f.fig("allowed_bytes", m.group(5))
-
-
-_TGI_TOTAL = _c(
-    r"Not enough memory to handle " + _N + r" total tokens with " + _N + r" prefill tokens"
-)
-_TGI_PREFILL = _c(r"Not enough memory to handle " + _N + r" prefill tokens")
-_TGI_SPAN = _c(r"warmup\{([^{}\n]{0,400})\}")
-_TGI_ARG = _c(r"(max_\w{1,40})=(?:Some\()?(\d{1,12})\b")
-
-
-def _x_tgi(text: str, f: _Facts) -> None:
-    m = _TGI_TOTAL.search(text)
-    if m:
-        f.tok("total_tokens", m.group(1))
-        f.tok("prefill_tokens", m.group(2))
-    m = _TGI_PREFILL.search(text)
-    if m:
-        f.tok("prefill_tokens", m.group(1))
-
-
-def _x_tgi_span(text: str, f: _Facts) -> None:
-    m = _TGI_SPAN.search(text)
-    if m:
-        for arg in _TGI_ARG.finditer(m.group(1)):
-            f.tok(arg.group(1), arg.group(2))
-
-
-_LLAMA_FIELDS = (
-    ("tried_to_allocate_bytes", _c(r"allocating " + _Q + r" on device")),
-    ("tried_to_allocate_bytes", _c(r"buffer of size (\d{1,20})\b")),
-    ("tried_to_allocate_bytes", _c(r"allocation of size (\d{1,20}) failed")),
-    ("tried_to_allocate_bytes", _c(r"failed to allocate buffer, size = " + _Q)),
-)
-_LLAMA_GPU = _c(
-    r"on device (\d{1,3})\b|\b(?:CUDA|ROCm|Vulkan|SYCL|CANN|MUSA)(\d{1,3}) buffer|"
-    r"current device: (\d{1,3})"
-)
-
-
-def _x_llama(text: str, f: _Facts) -> None:
-    _fields(text, f, _LLAMA_FIELDS)
-    m = _LLAMA_GPU.search(text)
-    if m:
-        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
-
-
-_OLLAMA_SYS = _c(r"requires more system memory \(" + _Q + r"\) than is available \(" + _Q + r"\)")
-_OLLAMA_OFFLOAD = (
-    ("free_bytes", _c(r"memory\.available=\"?\[" + _Q)),
-    ("kv_cache_bytes", _c(r"memory\.required\.kv=\"?" + _Q)),
-    ("model_weights_bytes", _c(r"memory\.weights\.total=\"?" + _Q)),
-    ("tried_to_allocate_bytes", _c(r"memory\.required\.full=\"?" + _Q)),
-)
-_OLLAMA_LAYERS = _c(r"\blayers\.(requested|model|offload)=(-?\d{1,6})\b")
-
-
-def _x_ollama(text: str, f: _Facts) -> None:
-    m = _OLLAMA_SYS.search(text)
-    if m:
-        f.fig("tried_to_allocate_bytes", m.group(1))
-        f.fig("free_bytes", m.group(2))
-    _x_llama(text, f)
-    _fields(text, f, _OLLAMA_OFFLOAD)
-    for m in _OLLAMA_LAYERS.finditer(text):
-        f.tok("layers_" + m.group(1), m.group(2))
-
-
-_VLLM_STARTUP_FIELDS = (
-    ("model_weights_bytes", _c(r"(?:Model loading|Loading model weights) took " + _Q)),
-    ("total_capacity_bytes", _c(r"total_gpu_memory \(" + _Q + r"\)")),
-    ("total_capacity_bytes", _c(r"total_gpu_memory=" + _Q)),
-    ("allowed_bytes", _c(r"gpu_memory_utilization \(\d{1,3}(?:\.\d{1,6})?\) = " + _Q)),
-    ("model_weights_bytes", _c(r"model weights take " + _Q)),
-    ("non_torch_bytes", _c(r"non_torch_memory takes " + _Q)),
-    ("non_torch_bytes", _c(r"non_torch_memory=" + _Q)),
-    ("activation_peak_bytes", _c(r"activation peak memory takes " + _Q)),
-    ("kv_cache_bytes", _c(r"reserved for KV Cache is " + _Q)),
-    ("kv_cache_bytes", _c(r"Available KV cache memory: " + _Q)),
-    ("kv_cache_bytes", _c(r"kv_cache_size=" + _Q)),
-)
-_VLLM_BLOCKS = _c(r"# \w{1,10} blocks: " + _N + r"(?:, # CPU blocks: " + _N + r")?")
-_VLLM_KV_TOKENS = _c(r"KV cache size: " + _N + r" tokens")
-_VLLM_CONCURRENCY = _c(r"Maximum concurrency for " + _N + r" tokens per request")
-
-
-def _x_vllm_startup(text: str, f: _Facts) -> None:
-    _fields(text, f, _VLLM_STARTUP_FIELDS)
-    m = _VLLM_BLOCKS.search(text)
-    if m:
-        f.tok("gpu_blocks", m.group(1))
-        if m.group(2):
-            f.tok("cpu_blocks", m.group(2))
-    m = _VLLM_KV_TOKENS.search(text)
-    if m:
-        f.tok("kv_cache_tokens", m.group(1))
-    m = _VLLM_CONCURRENCY.search(text)
-    if m:
-        f.tok("max_model_len", m.group(1))
-
-
-_CPU_ALLOC = _c(r"you tried to allocate (\d{1,20}) bytes")
-
-
-def _x_cpu(text: str, f: _Facts) -> None:
-    m = _CPU_ALLOC.search(text)
-    if m:
-        f.fig("tried_to_allocate_bytes", m.group(1))
-
-
-def _x_none(text: str, f: _Facts) -> None:
-    return None
-
-
-# ------------------------------------------------------------------------------ forms
-
-
-@dataclass(frozen=True)
-class _Form:
-    name: str
-    start: re.Pattern[str]
-    kind: str  # or "auto": kv_cache when the line speaks of a KV cache, else allocation
-    framework: str | Callable[[re.Match[str], str], str]
-    extract: Callable[[str, _Facts], None]
-    end: re.Pattern[str] | None = None  # None: a one-line message
-    binary_si: bool = False
-    needs: re.Pattern[str] | None = None  # the line must also match this to count
-    exception_prefix: bool = True  # start the message at "torch.OutOfMemoryError: " if present
-    keys: tuple[str, ...] = ()  # the line holds one of these before `start` is even tried
-
-
-def _dev(m: re.Match[str], text: str) -> str:
-    return {"CUDA": "pytorch", "HIP": "rocm", "XPU": "xpu"}.get(m.group("dev"), "pytorch")
-
-
-def _lib(m: re.Match[str], text: str) -> str:
-    lib = m.group(0)
-    if lib.startswith("CUBLAS"):
-        return "cublas"
-    if lib.startswith(("HIPBLAS", "rocblas")):
-        return "rocm"
-    return "cuda"
-
-
-def _cuda_or_hip(m: re.Match[str], text: str) -> str:
-    return "rocm" if "hip" in m.group(0).lower() else "cuda"
-
-
-def _generic(m: re.Match[str], text: str) -> str:
-    low = text.lower()
-    if "hip" in low or "rocm" in low:
-        return "rocm"
-    if "xpu" in low:
-        return "xpu"
-    if "mps" in low or "metal" in low:
-        return "mps"
-    if "cuda" in low and "torch" not in low and "pytorch" not in low:
-        return "cuda"
-    return "pytorch"
-
-
-_VLLM_END = _c(r"initializing the engine\.?|max_model_len`\.?\s*$|other processes\.?\s*$")
-
-_FORMS: tuple[_Form, ...] = (
-    _Form(
-        "torch",
-        _c(r"(?<![\"'])\b(?P<dev>CUDA|HIP|XPU) out of memory\b"),
-        "allocation",
-        _dev,
-        _x_torch,
-        end=_c(
-            r"environment-variables\)|alloc-conf\)|_ALLOC_CONF\s*$|unoccupied cached "
-            r"memory\.|(?:by PyTorch|cached)\)\s*$|fragmentation\.\s*$"
-        ),
-        keys=("out of memory",),
-    ),
-    _Form(
-        "mps",
-        _c(r"MPS backend out of memory"),
-        "allocation",
-        "mps",
-        _x_mps,
-        end=_c(r"system failure\)\.?|pool\.\s*$"),
-        binary_si=True,
-        keys=("MPS backend",),
-    ),
-    _Form(
-        "mps_buffer",
-        _c(r"\bInvalid buffer size: \d"),
-        "allocation",
-        "mps",
-        _x_mps,
-        binary_si=True,
-        keys=("Invalid buffer size",),
-    ),
-    _Form(
-        "tgi",
-        _c(r"Not enough memory to handle \d"),
-        "kv_cache",
-        "tgi",
-        _x_tgi,
-        end=_c(r"tokens`"),
-        keys=("Not enough memory",),
-    ),
-    _Form(
-        "vllm_nomem",
-        _c(r"No available memory for the cache blocks"),
-        "kv_cache",
-        "vllm",
-        _x_vllm_kv,
-        end=_VLLM_END,
-        binary_si=True,
-        keys=("cache blocks",),
-    ),
-    _Form(
-        "vllm_maxlen",
-        _c(r"The model's max seq len \(\d"),
-        "kv_cache",
-        "vllm",
-        _x_vllm_kv,
-        end=_VLLM_END,
-        binary_si=True,
-        keys=("max seq len",),
-    ),
-    _Form(
-        "vllm_v1",
-        _c(r"To serve at least one request with the models?'s?'?s? max seq len"),
-        "kv_cache",
-        "vllm",
-        _x_vllm_kv,
-        end=_VLLM_END,
-        binary_si=True,
-        keys=("max seq len",),
-    ),
-    _Form(
-        "vllm_free",
-        _c(r"Free memory on device \(\d"),
-        "allocation",
-        "vllm",
-        _x_vllm_kv,
-        end=_VLLM_END,
-        binary_si=True,
-        keys=("Free memory on device",),
-    ),
-    _Form(
-        "offload_8bit",
-        _c(r"Some modules are dispatched on the CPU or the disk"),
-        "offload",
-        "accelerate",
-        _x_none,
-        end=_c(r"for more details\.?|from_pretrained`\.?\s*$"),
-        keys=("dispatched on the CPU",),
-    ),
-    _Form(
-        "offload_meta",
-        _c(
-            r"Some parameters are on the meta device(?: device)? because they "
-            r"were offloaded to the"
-        ),
-        "offload",
-        "accelerate",
-        _x_none,
-        keys=("meta device",),
-    ),
-    _Form(
-        "offload_disk",
-        _c(r"You are trying to offload the whole model to the disk"),
-        "offload",
-        "accelerate",
-        _x_none,
-        keys=("offload the whole",),
-    ),
-    _Form(
-        "offload_buffers",
-        _c(r"bytes of buffer for offloaded layers"),
-        "offload",
-        "accelerate",
-        _x_none,
-        keys=("offloaded layers",),
-    ),
-    _Form(
-        "llama",
-        _c(
-            r"ggml_backend_\w{1,40}_buffer_type_alloc_buffer: (?:allocating|error: failed|failed)|"
-            r"failed to allocate \S{1,100} buffer of size \d|unable to allocate \S{1,100} buffer|"
-            r"failed to allocate compute(?: pp)? buffers|compute buffer allocation failed|"
-            r"kv_cache_init: failed to allocate|failed to allocate buffer for kv cache|"
-            r"kv_cache_init\(\) failed|ggml_vulkan: Device memory allocation of size \d|"
-            r"ErrorOutOfDeviceMemory|kIOGPUCommandBufferCallbackErrorOutOfMemory|"
-            r"ggml_metal\w{0,60}: error: (?:failed to allocate|Insufficient Memory)|"
-            r"failed to allocate buffer of size \d"
-        ),
-        "auto",
-        "llama.cpp",
-        _x_llama,
-        exception_prefix=False,
-        keys=(
-            "_alloc_buffer",
-            "failed to allocate",
-            "unable to allocate",
-            "allocation failed",
-            "kv_cache_init",
-            "Device memory allocation",
-            "ErrorOutOfDeviceMemory",
-            "OutOfMemory",
-            "ggml_metal",
-        ),
-    ),
-    _Form(
-        "ollama_sys",
-        _c(r"model requires more system memory \("),
-        "allocation",
-        "ollama",
-        _x_ollama,
-        keys=("requires more system memory",),
-    ),
-    _Form(
-        "ollama_runner",
-        _c(r"llama runner process (?:has terminated|no longer running)"),
-        "auto",
-        "ollama",
-        _x_ollama,
-        needs=_c(
-            r"out of memory|unable to allocate|failed to allocate|cudaMalloc failed|"
-            r"requires more|[Ii]nsufficient [Mm]emory|ErrorOutOfDeviceMemory"
-        ),
-        keys=("llama runner process",),
-    ),
-    _Form(
-        "cublas",
-        _c(
-            r"\b(?:CUBLAS|HIPBLAS|CUSOLVER|CUSPARSE|CUDNN)_STATUS_ALLOC_FAILED|"
-            r"\bCUFFT_ALLOC_FAILED|\brocblas_status_memory_error"
-        ),
-        "allocation",
-        _lib,
-        _x_none,
-        keys=("ALLOC_FAILED", "rocblas_status_memory_error"),
-    ),
-    _Form(
-        "cuda_error",
-        _c(r"(?<![\"'])\b(?:CUDA|HIP) error: out of memory"),
-        "allocation",
-        _cuda_or_hip,
-        _x_none,
-        keys=("error: out of memory",),
-    ),
-    _Form(
-        "xpu_ur",
-        _c(
-            r"\b(?:UR|ZE|PI)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|"
-            r"\bPI_ERROR_OUT_OF_DEVICE_MEMORY"
-        ),
-        "allocation",
-        "xpu",
-        _x_none,
-        keys=("OUT_OF_DEVICE_MEMORY",),
-    ),
-    _Form(
-        "cuda_misc",
-        _c(
-            r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|Cuda failure "
-            r"'?out of memory|\b(?:cuda|hip)\w{0,20} failed: out of memory|"
-            r"hipErrorOutOfMemory|HIP_ERROR_OUT_OF_MEMORY|Triton Error \[CUDA\]: "
-            r"out of memory"
-        ),
-        "allocation",
-        _cuda_or_hip,
-        _x_none,
-        keys=("MemoryAllocation", "OUT_OF_MEMORY", "out of memory", "OutOfMemory"),
-    ),
-    _Form(
-        "cpu_alloc",
-        _c(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory)"),
-        "allocation",
-        "pytorch",
-        _x_cpu,
-        keys=("DefaultCPUAllocator",),
-    ),
-    _Form(
-        "vllm_startup",
-        _c(
-            r"(?:Model loading|Loading model weights) took \d|total_gpu_memory[ =(]|model weights "
-            r"take \d|non_torch_memory(?: takes |=)|activation peak memory takes|reserved for KV "
-            r"Cache is|# \w{1,10} blocks: \d|KV cache size: [\d,]{1,20} tokens|Maximum concurrency "
-            r"for [\d,]{1,20} tokens per request|Available KV cache memory: \d|kv_cache_size=\d"
-        ),
-        "startup",
-        "vllm",
-        _x_vllm_startup,
-        binary_si=True,
-        exception_prefix=False,
-        keys=(
-            " took ",
-            "total_gpu_memory",
-            "weights take",
-            "non_torch_memory",
-            "activation peak",
-            "KV Cache is",
-            " blocks: ",
-            "KV cache size",
-            "concurrency for",
-            "KV cache memory",
-            "kv_cache_size=",
-        ),
-    ),
-    _Form(
-        "ollama_startup",
-        _c(r"msg=\"?offload to "),
-        "startup",
-        "ollama",
-        _x_ollama,
-        needs=_c(r"memory\."),
-        exception_prefix=False,
-        keys=("offload to ",),
-    ),
-    _Form(
-        "torch_generic",
-        _c(r"(?<![\w.])(?:torch\.)?(?:cuda\.)?OutOfMemoryError(?=:|\s*$)"),
-        "allocation",
-        _generic,
-        _x_torch,
-        keys=("OutOfMemoryError",),
-    ),
-    _Form(
-        "generic",
-        _c(
-            r"(?:Error|error|ERROR|FAILED|failed|RESOURCE_EXHAUSTED)\b[^\n]{0,120}?"
-            r"\b[Oo]ut [Oo]f [Mm]emory\b"
-        ),
-        "allocation",
-        _generic,
-        _x_torch,
-        keys=("ut of memory", "ut of Memory", "ut Of Memory", "ut Of memory"),
-    ),
-)
-
-_ANY_KEY = re.compile(
-    "|".join(sorted({re.escape(k) for f in _FORMS for k in f.keys}, key=len, reverse=True))
-)
-
 # A line that begins something new: a continuation of a wrapped message never looks like this.
-_STRUCTURAL = _c(
+_STRUCTURAL = ascii_re(
     r"(?:Traceback \(most recent|File \"|During handling of|The above exception|\[rank\d|"
     r"\[default\d|\(\w[\w.:-]{0,60} (?:pid|rank)=\d|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d |"
     r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[\d{4}-\d\d-\d\d|[A-Za-z_][\w.]{0,80}(?:Error|Exception|Warning):\s|"
     r"Exception raised from|frame #\d|CUDA kernel errors|For debugging consider|Compile with|"
     r"\$ |>>> |\w{1,40}: (?:loaded|llama_|ggml_|error)|[a-z_]{2,40}_\w{1,40}: )"
 )
-_CODE_LINE = _c(
+_CODE_LINE = ascii_re(
     r"\s*(?:if|elif|while|raise|except|assert|return|print|logger|logging|log|"
     r"warnings|yield|def|#|//|\*|-{1,8}>\s?\d)\b"
 )
-_EXC_PREFIX = _c(r"([A-Za-z_][\w.]{0,100}(?:Error|Exception)):\s{0,4}$")
-_PY_HEADER = _c(r'\s{0,16}File "[^"\n]{1,1000}", line \d{1,9}, in ')
-_CONTINUATION_HINT = _c(
+_EXC_PREFIX = ascii_re(r"([A-Za-z_][\w.]{0,100}(?:Error|Exception)):\s{0,4}$")
+_PY_HEADER = ascii_re(r'\s{0,16}File "[^"\n]{1,1000}", line \d{1,9}, in ')
+_CONTINUATION_HINT = ascii_re(
     r"Tried to allocate|total capacity|reserved by PyTorch|is allocated by "
     r"PyTorch|allocated memory|reserved in total|memory in use|already "
     r"allocated|max seq len|KV cache|cache blocks|allowed: |other allocations"
 )
-_VLLM_TAG = _c(r"\((?:VllmWorker|EngineCore|RayWorkerWrapper|APIServer|Worker)\w{0,40}\s")
+_VLLM_TAG = ascii_re(r"\((?:VllmWorker|EngineCore|RayWorkerWrapper|APIServer|Worker)\w{0,40}\s")
 
 
 # ------------------------------------------------------------------------------ reading
@@ -753,7 +110,7 @@ class _Reader:
         return i > 0 and bool(_PY_HEADER.match(self.norm(i - 1)))
 
     # -- one message starting at line i, column col
-    def gather(self, i: int, col: int, form: _Form) -> tuple[str, int, _Facts]:
+    def gather(self, i: int, col: int, form: Form) -> tuple[str, int, Facts]:
         first = self.clean(i)
         prefix = self.log.prefixes[i]
         pieces = [first[col:]]
@@ -790,7 +147,7 @@ class _Reader:
             text, facts = self._best_join(pieces, form, terminal_wrap)
             return text, i + len(pieces) - 1, facts
         # No end marker: keep the shortest run of lines that carries the most figures.
-        best: tuple[int, int, str, _Facts] | None = None
+        best: tuple[int, int, str, Facts] | None = None
         for k in range(1, len(pieces) + 1):
             text, facts = self._best_join(pieces[:k], form, terminal_wrap)
             score = len(facts.figures) + len(facts.tokens)
@@ -799,15 +156,15 @@ class _Reader:
         assert best is not None
         return best[2], i + best[1] - 1, best[3]
 
-    def _best_join(self, pieces: list[str], form: _Form, terminal_wrap: bool) -> tuple[str, _Facts]:
+    def _best_join(self, pieces: list[str], form: Form, terminal_wrap: bool) -> tuple[str, Facts]:
         if len(pieces) == 1:
             text = pieces[0]
-            facts = _Facts(form.binary_si)
+            facts = Facts(form.binary_si)
             form.extract(text, facts)
             return text, facts
         joined_cut = "".join(pieces)  # a terminal's hard wrap cuts anywhere, even mid-number
         joined_space = " ".join([pieces[0].rstrip()] + [p.strip() for p in pieces[1:]])
-        f_cut, f_space = _Facts(form.binary_si), _Facts(form.binary_si)
+        f_cut, f_space = Facts(form.binary_si), Facts(form.binary_si)
         form.extract(joined_cut, f_cut)
         form.extract(joined_space, f_space)
         s_cut = len(f_cut.figures) + len(f_cut.tokens)
@@ -816,12 +173,10 @@ class _Reader:
             return joined_cut, f_cut
         return joined_space, f_space
 
-    def match_start(
-        self, text: str, limit: int | None = None
-    ) -> tuple[_Form, re.Match[str]] | None:
-        if not _ANY_KEY.search(text):
+    def match_start(self, text: str, limit: int | None = None) -> tuple[Form, re.Match[str]] | None:
+        if not ANY_KEY.search(text):
             return None
-        for form in _FORMS:
+        for form in FORMS:
             if form.keys and not any(k in text for k in form.keys):
                 continue
             m = form.start.search(text)
@@ -870,7 +225,7 @@ class _Reader:
                 col -= len(before) - pm.start()
         if form.end is None:  # a one-line message: the whole line, prefixes removed
             text_out = self.norm(start_line).strip()
-            facts = _Facts(form.binary_si)
+            facts = Facts(form.binary_si)
             form.extract(text_out, facts)
             last = start_line
         else:
@@ -893,7 +248,7 @@ class _Reader:
                         framework = "llama.cpp"
                     break
         if form.name == "tgi":
-            _x_tgi_span(self.clean(start_line), facts)
+            read_tgi_span(self.clean(start_line), facts)
         message = re.sub(r"\s{2,}", " ", text_out).strip()[:MAX_MESSAGE_CHARS]
         event = OomEvent(
             framework=framework,
@@ -911,7 +266,7 @@ class _Reader:
 def _candidate_lines(text: str) -> list[int]:
     """0-based indices of lines holding an anchor substring, in order (linear, C-speed finds)."""
     starts: set[int] = set()
-    for anchor in _ANCHORS:
+    for anchor in ANCHORS:
         pos = text.find(anchor)
         while pos != -1:
             line_start = text.rfind("\n", 0, pos) + 1
@@ -1046,11 +401,11 @@ def _postprocess(
 
 # ------------------------------------------------------------------------------ not an OOM
 
-_EXCEPTION_LINE = _c(
+_EXCEPTION_LINE = ascii_re(
     r"(?:[A-Za-z_][\w.]{0,100}\.)?[A-Z]\w{0,80}(?:Error|Exception|Exit|Interrupt|"
     r"Failure)\b(?::\s?.{0,400})?\s*$|Error: .{1,400}$"
 )
-_KILLED = _c(
+_KILLED = ascii_re(
     r"(?:^|\s)Killed\s*$|exit(?:code| code| status)\s*:?\s*(?:137|-9)\b|"
     r"\bSIGKILL\b|signal 9\b"
 )
