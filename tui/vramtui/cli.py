@@ -146,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --outcome: the attempt to mark (1 = the first logged; default: the last)",
     )
+    tr.add_argument(
+        "--failed-gpu",
+        metavar="GPU",
+        help="the card that failed (id, alias or NVML name from `vramtui gpus`), when the "
+        "error prints no capacity: no card with less memory is then proposed",
+    )
     tr.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
 
     gp = sub.add_parser("gpus", help="list the GPU catalogue with capacity figures and sources")

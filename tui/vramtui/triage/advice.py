@@ -14,6 +14,7 @@ from vramtui.ledger import Estimate, estimate
 from vramtui.ledger.items import STAGE_LABELS
 from vramtui.spec import Measurement, Spec
 from vramtui.triage.attempts import record_attempt, set_outcome, with_measurements
+from vramtui.triage.failed_card import failed_card_capacity
 from vramtui.triage.single_change import (
     TwoVariablesError,
     check_single_change,
@@ -192,26 +193,6 @@ def measurements_from(reading, stages: tuple[str, ...], spec: Spec) -> tuple[Mea
     return tuple(out)
 
 
-def failed_card_capacity(reading, spec: Spec, catalog=None) -> tuple[int | None, str]:
-    """(the real capacity of the card that failed, where it comes from): the error's total
-    capacity when it prints one, else the per-process limit it prints, else the card the
-    spec's measured figures name (resolved in the catalogue), else (None, "")."""
-    ev = reading.primary
-    f = ev.figures if ev else {}
-    if f.get("total_capacity_bytes"):
-        return f["total_capacity_bytes"], "the total capacity the error printed"
-    if f.get("allowed_bytes"):
-        return f["allowed_bytes"], "the memory the error says the process was allowed"
-    if catalog is not None:
-        from vramtui.catalog import find_gpu
-
-        for m in reversed(spec.measured):
-            gpu = find_gpu(catalog, m.device) if m.device else None
-            if gpu is not None:
-                return gpu.usable().bytes, f"the spec's measured card ({gpu.name})"
-    return None, ""
-
-
 def override_stage(reading, phase: str):
     """The reading with its stage set by hand (the user answers the stage question)."""
     from dataclasses import replace
@@ -243,6 +224,7 @@ def advise(
     catalog=None,
     est: Estimate | None = None,
     log_text: str | None = None,
+    failed_gpu=None,
 ) -> Advice:
     """Compare the error with the ledger and list the single changes worth trying. `log_text`
     (the whole log) lets the workload lines it prints be compared with the spec."""
@@ -263,7 +245,9 @@ def advise(
         warnings.append("the log shows generation but the spec is a training spec")
     estimated = _stage_peak(est, stages)
     in_use, needed, _ = observed(reading)
-    capacity, capacity_source = failed_card_capacity(reading, spec, catalog)
+    capacity, capacity_source = failed_card_capacity(
+        reading, spec, catalog, failed_gpu=failed_gpu, log_text=log_text
+    )
     stage_words = " / ".join(STAGE_LABELS[s] for s in stages)
     low_by = low_pct = None
     if needed is None:
@@ -456,7 +440,9 @@ def _capacity(spec, est, arch, catalog, overall_from_error, failed_capacity):
                     + (
                         f"; no card below the failed one's {format_bytes(failed_capacity)}"
                         if failed_capacity
-                        else ""
+                        else "; the failed card is unknown (the error prints no capacity): "
+                        f"this helps only if it had less than {format_bytes(c.usable_bytes)}; "
+                        "name it (--failed-gpu) to be sure"
                     ),
                 )
             ]

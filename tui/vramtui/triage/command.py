@@ -154,8 +154,17 @@ def cmd_triage(args) -> int:
         spec = load_spec(spec_path)
         arch, checkpoint = resolve_model(spec.model, spec_path.resolve().parent)
         catalog = load_catalog(args.catalog)
+        failed_gpu = None
+        if getattr(args, "failed_gpu", None):
+            from vramtui.triage.failed_card import resolve_failed_gpu
+
+            failed_gpu = resolve_failed_gpu(args.failed_gpu, catalog)
         if reading.is_oom:
-            advice = advise(reading, spec, arch, checkpoint, catalog, log_text=text)
+            advice = advise(
+                reading, spec, arch, checkpoint, catalog, log_text=text, failed_gpu=failed_gpu
+            )
+    elif getattr(args, "failed_gpu", None):
+        raise SpecError("--failed-gpu sets the card that advice is judged against: pass --spec")
     elif args.apply or args.record_measured:
         raise SpecError("--apply and --record-measured change a spec: pass it with --spec")
     if args.json:
