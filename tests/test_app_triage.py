@@ -181,3 +181,26 @@ async def test_applying_a_change_predicted_not_to_fit_asks_first(tmp_path):
         await pilot.click("#triage-other")
         await pilot.pause()
         assert s.spec.triage[-1].outcome == "other error"
+
+
+async def test_naming_the_failed_card_keeps_smaller_cards_out(tmp_path):
+    """A CUDA error without figures: the failed card is unknown until the user names it."""
+    app, _ = _app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f7")
+        app.triage_pane.set_log_text((LOGS / "cuda_error_no_figures_load.log").read_text())
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        s = app.session
+        assert s.triage_advice.capacity_bytes is None
+        summary = str(app.query_one("#triage-summary").render())
+        assert "failed card is unknown" in summary
+        app.query_one("#triage-failed-gpu", Select).value = "a100-80gb-sxm"
+        await pilot.pause()
+        a100 = s.catalog.gpus["a100-80gb-sxm"]
+        assert s.triage_advice.capacity_bytes == a100.usable().bytes == round(79.14 * 2**30)
+        for r in s.triage_advice.recommendations:
+            if r.variable == "capacity":
+                gpu = s.catalog.gpu_for(s.catalog.offers[r.offer_id])
+                assert gpu.usable().bytes >= 0.98 * a100.usable().bytes
+        assert "you named" in str(app.query_one("#triage-summary").render())

@@ -64,6 +64,7 @@ class SizingSession:
     triage_reading: object | None = None  # vramtui.triage.reader.TriageReading
     triage_advice: object | None = None  # vramtui.triage.advice.Advice
     triage_text: str | None = None  # the log last read (its workload lines are compared)
+    triage_failed_gpu: object | None = None  # vramtui.catalog.Gpu the user named as the failed card
 
     # ------------------------------------------------------------------ construction
 
@@ -240,6 +241,11 @@ class SizingSession:
         self.triage_reading = override_stage(r, phase)
         self._triage_advise()
 
+    def triage_set_failed_gpu(self, gpu_id: str | None) -> None:
+        """The user names the card that failed (None: take it from the error or the log)."""
+        self.triage_failed_gpu = self.catalog.gpus.get(gpu_id) if gpu_id else None
+        self._triage_advise()
+
     def _triage_advise(self) -> None:
         from vramtui.triage.advice import advise
 
@@ -255,6 +261,7 @@ class SizingSession:
                 self.catalog,
                 res.estimate,
                 log_text=self.triage_text,
+                failed_gpu=self.triage_failed_gpu,
             )
 
     def triage_apply(self, index: int, force: bool = False) -> EditOutcome:

@@ -162,6 +162,9 @@ class VramtuiApp(App):
         if self.session.catalog is not None:
             for problem in self.session.catalog.problems:
                 self.notify(f"catalogue: {problem}", severity="warning", timeout=8)
+            self.triage_pane.set_gpu_choices(
+                sorted(self.session.catalog.gpus.values(), key=lambda g: g.name.lower())
+            )
         self._install_signal_handlers()
         self._refresh_all()
         if self.initial_tab != "sizing":
@@ -615,6 +618,8 @@ class VramtuiApp(App):
                 s.triage_read(text)
             elif message.action == "phase":
                 s.triage_set_phase(str(message.value))
+            elif message.action == "failed_gpu":
+                s.triage_set_failed_gpu(message.value)
             elif message.action == "apply":
                 if s.triage_advice is None or not s.triage_advice.recommendations:
                     self.notify("read an out-of-memory log first", severity="warning")

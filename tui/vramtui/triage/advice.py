@@ -15,6 +15,7 @@ from vramtui.ledger.items import STAGE_LABELS
 from vramtui.spec import Measurement, Spec
 from vramtui.triage.attempts import record_attempt, set_outcome, with_measurements
 from vramtui.triage.failed_card import failed_card_capacity
+from vramtui.triage.kv_room import judge_change, kv_room, max_len_edit
 from vramtui.triage.single_change import (
     TwoVariablesError,
     check_single_change,
@@ -65,12 +66,28 @@ class Recommendation:
     error_peak_bytes: int | None = None  # the error's need after the change (a lower bound)
     fits_against_bytes: int | None = None  # the failed card's real capacity (or the new card's)
     note: str = ""
+    # A KV cache too small for max_model_len (vramtui.triage.kv_room): from the error, the KV
+    # one sequence needs after the change against the room the engine has for it after it.
+    error_kv_need_bytes: int | None = None
+    error_kv_room_bytes: int | None = None
 
     @property
     def fits_error(self) -> bool | None:
+        if self.error_kv_need_bytes is not None and self.error_kv_room_bytes is not None:
+            return self.error_kv_need_bytes <= self.error_kv_room_bytes
         if self.error_peak_bytes is None or not self.fits_against_bytes:
             return None
         return self.error_peak_bytes <= self.fits_against_bytes
+
+    @property
+    def error_column(self) -> str:
+        """The "from the error" prediction in words: a peak, or KV need against KV room."""
+        if self.error_kv_need_bytes is not None and self.error_kv_room_bytes is not None:
+            return (
+                f"KV {format_bytes(self.error_kv_need_bytes)} of "
+                f"{format_bytes(self.error_kv_room_bytes)} room"
+            )
+        return format_bytes(self.error_peak_bytes) if self.error_peak_bytes is not None else "-"
 
     @property
     def fits_ledger(self) -> bool | None:
@@ -95,8 +112,20 @@ class Recommendation:
         """One line: which prediction exceeds which capacity ("" when nothing says no)."""
         if self.fits is not False:
             return ""
-        cap = format_bytes(self.fits_against_bytes)
+        cap = format_bytes(self.fits_against_bytes) if self.fits_against_bytes else "?"
         parts = []
+        if self.fits_error is False and self.error_kv_need_bytes is not None:
+            parts.append(
+                f"a KV cache of {format_bytes(self.error_kv_need_bytes)} for one sequence from "
+                f"the error's figures, more than the {format_bytes(self.error_kv_room_bytes)} "
+                "the engine would have for it"
+            )
+            if self.fits_ledger is False:
+                parts.append(
+                    f"{format_bytes(self.ledger_peak_bytes)} from the ledger, more "
+                    f"than the {cap} of the card"
+                )
+            return "predicted " + "; and ".join(parts)
         if self.fits_error is False:
             parts.append(f"{format_bytes(self.error_peak_bytes)} from the error's figures")
         if self.fits_ledger is False:
@@ -272,6 +301,12 @@ def advise(
             "the card had less room than assumed (other processes, a smaller "
             "allocatable total) or the failure came before the stage's peak"
         )
+    room = kv_room(reading, spec, arch, checkpoint, est)
+    if room is not None and needed is None:
+        deviation = (
+            f"{room.line()}; the ledger estimated {format_bytes(estimated)} per GPU for "
+            + (stage_words)
+        )
     other = reading.primary.figures.get("other_processes_bytes") if reading.primary else None
     if other:
         warnings.append(
@@ -289,7 +324,23 @@ def advise(
         )
     unknown = phase not in PHASE_STAGES
     recs: list[Recommendation] = []
-    for variable, change, edits, recheck in candidate_edits(spec, phase):
+    edits_to_try = list(candidate_edits(spec, phase))
+    if room is not None:
+        shorter = max_len_edit(room, spec)
+        if shorter is not None:
+            edits_to_try.insert(
+                0,
+                (
+                    "cache",
+                    f"context {spec.lengths.context_tokens:,} -> {room.room_tokens:,} tokens "
+                    f"(prompt {spec.lengths.prompt_tokens:,} -> {shorter['lengths.prompt_tokens']:,}"
+                    f"): max_model_len {room.room_tokens:,}, what the KV cache held",
+                    shorter,
+                    f"coverage: the required length is {spec.lengths.context_tokens:,} tokens; a "
+                    "shorter window does not validate the announced workload",
+                ),
+            )
+    for variable, change, edits, recheck in edits_to_try:
         after = edit_spec(spec, edits)
         if after is None:
             continue
@@ -305,6 +356,11 @@ def advise(
             new_est, tuple(s for s in stages if s in new_est.stages) or new_est.stages
         )
         from_error = needed - (estimated - peak) if needed is not None else None
+        kv_need = kv_room_after = None
+        if room is not None:
+            judged = judge_change(room, spec, after, arch, checkpoint, new_est)
+            if judged is not None:
+                kv_need, kv_room_after = judged
         recs.append(
             Recommendation(
                 variable,
@@ -320,6 +376,8 @@ def advise(
                     if from_error is not None
                     else ""
                 ),
+                error_kv_need_bytes=kv_need,
+                error_kv_room_bytes=kv_room_after,
             )
         )
     recs += _allocator(reading, capacity, needed)

@@ -115,6 +115,8 @@ def advice_to_dict(advice) -> dict:
                 "variable": r.variable,
                 "change": r.change,
                 "predicted_from_error_bytes": r.error_peak_bytes,
+                "from_error_kv_need_bytes": r.error_kv_need_bytes,
+                "from_error_kv_room_bytes": r.error_kv_room_bytes,
                 "predicted_from_ledger_bytes": r.ledger_peak_bytes,
                 "fits_against_bytes": r.fits_against_bytes,
                 "fits_from_error": r.fits_error,
@@ -352,14 +354,34 @@ def _print(reading, advice) -> None:
                 style="dim",
             )
         )
+    else:
+        console.print(
+            Text(
+                "the failed card is unknown (the error prints no capacity and the log names no "
+                "catalogue card): a card to rent is proposed without the guarantee that it is "
+                "larger; pass --failed-gpu GPU (see `vramtui gpus`)",
+                style="yellow",
+            )
+        )
     for w in advice.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
     console.print(recommendations_table(advice))
+    for i, r in enumerate(advice.recommendations, 1):
+        if r.variable == "capacity" and r.note:
+            console.print(Text(f"{i}: {r.note}", style="dim"))
+    kv = any(r.error_kv_need_bytes is not None for r in advice.recommendations)
     console.print(
         Text(
             "predicted peaks are estimated. from the error: the need the error showed at the "
-            "failure, less what the change saves (a lower bound); from the ledger: the spec's "
-            "estimate after the change. "
+            "failure, less what the change saves (a lower bound)"
+            + (
+                "; for a KV cache too small for max_model_len, the KV one sequence needs after "
+                "the change against the room the engine has for it (weights a change frees go "
+                "to the cache)"
+                if kv
+                else ""
+            )
+            + "; from the ledger: the spec's estimate after the change. "
             "--apply N changes the spec by that one variable and logs the attempt (a change "
             "predicted not to fit needs --force); --record-measured stores the error's figures "
             "as measured items; --outcome records how the attempt went.",
@@ -384,7 +406,7 @@ def recommendations_table(advice):
             str(i),
             r.variable,
             Text(r.change),
-            format_bytes(r.error_peak_bytes) if r.error_peak_bytes is not None else "-",
+            r.error_column,
             format_bytes(r.ledger_peak_bytes) if r.ledger_peak_bytes is not None else "-",
             fits_word(r),
             Text(r.recheck),

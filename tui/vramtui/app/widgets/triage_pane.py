@@ -53,6 +53,14 @@ class TriagePane(Vertical):
                         compact=True,
                         prompt="(read a log)",
                     )
+                    yield Label("  failed card ")
+                    yield Select(
+                        [],
+                        id="triage-failed-gpu",
+                        allow_blank=True,
+                        compact=True,
+                        prompt="(from the error)",
+                    )
                 yield Static("Nothing read yet.", id="triage-summary")
                 yield Static(id="triage-figures")
         yield Label("3. Change one variable (estimated peak: from the error | from the ledger)")
@@ -110,7 +118,18 @@ class TriagePane(Vertical):
             event.stop()
             self.post_message(TriageRequest("open", event.value))
 
+    def set_gpu_choices(self, gpus) -> None:
+        """The catalogue cards the user can name as the one that failed."""
+        self.query_one("#triage-failed-gpu", Select).set_options(
+            [(safe_line(g.name), g.id) for g in gpus]
+        )
+
     def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "triage-failed-gpu":
+            event.stop()
+            value = None if event.value is Select.NULL else str(event.value)
+            self.post_message(TriageRequest("failed_gpu", value))
+            return
         if event.select.id == "triage-phase":
             event.stop()
             if event.value is not Select.NULL:
@@ -170,6 +189,12 @@ class TriagePane(Vertical):
                         f"{advice.capacity_source}",
                         style="dim",
                     )
+                else:
+                    text.append(
+                        "\nthe failed card is unknown (the error prints no capacity): name it "
+                        "in the failed-card list so that no smaller card is proposed",
+                        style="yellow",
+                    )
                 for w in advice.warnings:
                     text.append(f"\nwarning: {safe_line(w)}", style="yellow")
             summary.update(text)
@@ -197,7 +222,7 @@ class TriagePane(Vertical):
                 table.add_row(
                     str(i),
                     r.variable,
-                    Text(_peak(r.error_peak_bytes, shown_unit), justify="right"),
+                    Text(_error_column(r, shown_unit), justify="right"),
                     Text(_peak(r.ledger_peak_bytes, shown_unit), justify="right"),
                     fits_word(r),
                     Text(safe_line(r.change), overflow="ellipsis", no_wrap=True),
@@ -232,6 +257,17 @@ class TriagePane(Vertical):
         if spec.measured:
             t.caption = f"{len(spec.measured)} measured figure(s) stored with the spec"
         view.update(t)
+
+
+def _error_column(r, unit: str) -> str:
+    """The error's prediction: a peak, or (a KV cache too small for max_model_len) the KV one
+    sequence needs against the room the engine has for it."""
+    if r.error_kv_need_bytes is not None and r.error_kv_room_bytes is not None:
+        return (
+            f"KV {format_bytes(r.error_kv_need_bytes, unit)} of "
+            f"{format_bytes(r.error_kv_room_bytes, unit)}"
+        )
+    return _peak(r.error_peak_bytes, unit)
 
 
 def _peak(value: int | None, unit: str) -> str:
