@@ -133,3 +133,14 @@ def test_cli_shows_kv_need_against_room_and_json_keeps_both(qwen, capsys, monkey
     assert main(["triage", str(log), "--spec", str(path)]) == 0
     out = capsys.readouterr().out
     assert "KV 3.59 GiB of 3.59 GiB room" in " ".join(out.split())
+
+
+def test_the_catalogue_entry_counts_qwen15_7b_parameters_by_hand():
+    """embed 151,936 x 4,096 = 622,329,856, untied lm_head the same; per layer q,k,v,o
+    4 x 4,096^2 = 67,108,864 + q/k/v biases 3 x 4,096 + MLP 3 x 4,096 x 11,008 = 135,266,304
+    + 2 norms x 4,096 = 202,395,648, x 32 layers; + the final norm 4,096."""
+    arch = find_model("Qwen/Qwen1.5-7B-Chat")
+    per_layer = 67_108_864 + 12_288 + 135_266_304 + 8_192
+    assert per_layer == 202_395_648
+    assert arch.param_count == 2 * 622_329_856 + 32 * per_layer + 4_096 == 7_721_324_544
+    assert (arch.num_kv_heads, arch.head_dim, arch.num_layers) == (32, 128, 32)
