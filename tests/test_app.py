@@ -425,7 +425,9 @@ async def test_startup_edits_nothing_and_autosave_writes_the_draft(catalog, tmp_
         app.save_draft_now()
         assert read_draft(draft_file).texts == {"lengths.prompt_tokens": "3000k"}
         await type_into(pilot, "lengths.prompt_tokens", "3")
-        await pilot.press("ctrl+q")  # quitting with unsaved edits keeps them as the draft
+        await pilot.press("ctrl+q")  # quitting with unsaved edits asks, and keeps the draft
+        await pilot.pause()
+        await pilot.press("y")
         await pilot.pause()
     assert read_draft(draft_file).form["lengths"]["prompt_tokens"] == 3
     assert "unsaved changes kept as a draft" in app.exit_note

@@ -215,7 +215,7 @@ async def test_pasting_a_long_word_into_the_model_field(catalog, tmp_path):
         model.post_message(events.Paste("b" * 600))
         await pilot.pause()
         assert app.session.errors["model"].startswith(
-            "Model is 600 characters long; the limit is 512 characters"
+            "Model id, path or count is 600 characters long; the limit is 512 characters"
         )
         await pilot.press("ctrl+u", *"7e9")
         await pilot.pause()

@@ -436,6 +436,9 @@ def cmd_estimate(args) -> int:
             )
         return _simple_mode(args)
     spec, arch, est = _spec_and_estimate(args)
+    from vramtui.ledger.reserve_check import manual_reserve_shortfall
+
+    shortfall = manual_reserve_shortfall(spec, arch)
     traced = None
     if args.dry_run:
         from vramtui.dryrun.command import run_dry_run
@@ -445,6 +448,15 @@ def cmd_estimate(args) -> int:
         from vramtui.ledger.report import estimate_to_dict
 
         data = estimate_to_dict(est, spec)
+        if shortfall is not None:
+            data["manual_reserve_shortfall"] = {
+                "reserve_bytes": shortfall.reserve_bytes,
+                "itemised_besides_weights_bytes": shortfall.besides_weights_bytes,
+                "stage": shortfall.stage,
+                "itemised_peak_bytes": shortfall.itemised_peak_bytes,
+                "unknown_items_not_counted": shortfall.unknown_items,
+                "status": "estimated",
+            }
         if traced is not None:
             from vramtui.dryrun.command import dry_run_to_dict
 
@@ -453,6 +465,10 @@ def cmd_estimate(args) -> int:
         return 0
     from vramtui.render import estimate_renderable, print_renderable
 
+    if shortfall is not None:
+        from rich.text import Text
+
+        print_renderable(Text(f"warning: {shortfall.line(args.units)}", style="bold yellow"))
     print_renderable(estimate_renderable(est, args.units, args.explain, spec=spec))
     if traced is not None:
         from vramtui.dryrun.command import dry_run_renderable

@@ -38,6 +38,7 @@ class Results:
     estimate: Estimate
     shortlist: object | None  # vramtui.shortlist.Shortlist
     checkpoint: object | None = None  # CheckpointInfo of a local model directory
+    reserve_shortfall: object | None = None  # ledger.reserve_check.ReserveShortfall (manual mode)
 
 
 @dataclass
@@ -47,6 +48,10 @@ class EditOutcome:
     message: str = ""
     layout_changed: bool = False  # the set of fields that apply changed (task, format, ...)
     changed: bool = True  # False: the text was what the field already held (nothing to redo)
+    notes: tuple[str, ...] = ()  # what else the edit changed, in words (say it, offer undo)
+
+
+UNDO_DEPTH = 100  # field edits that F3 can take back
 
 
 @dataclass
@@ -65,6 +70,7 @@ class SizingSession:
     triage_advice: object | None = None  # vramtui.triage.advice.Advice
     triage_text: str | None = None  # the log last read (its workload lines are compared)
     triage_failed_gpu: object | None = None  # vramtui.catalog.Gpu the user named as the failed card
+    undo_stack: list = field(default_factory=list)  # earlier forms, most recent last (bounded)
 
     # ------------------------------------------------------------------ construction
 
@@ -176,10 +182,11 @@ class SizingSession:
         self.texts.pop(path, None)
         self.errors.pop(path, None)
         form = copy.deepcopy(self.form)
+        notes: list[str] = []
         if path == "task.kind":
             from vramtui.spec_overrides import switch_task
 
-            switch_task(form, value)
+            notes = switch_task(form, value)
         elif path == "weights.format":
             from vramtui.spec_overrides import weights_for_format
 
@@ -187,7 +194,23 @@ class SizingSession:
         else:
             set_value(form, path, value)
         prune_inapplicable(form)
+        self.undo_stack.append(self.form)
+        del self.undo_stack[:-UNDO_DEPTH]
         self.form = form
+        outcome = self.revalidate()
+        outcome.layout_changed = before != [x.path for x in self.fields()]
+        outcome.notes = tuple(notes)
+        return outcome
+
+    def undo(self) -> EditOutcome | None:
+        """Back to the form before the last field edit (None: nothing to undo)."""
+        if not self.undo_stack:
+            return None
+        before = [x.path for x in self.fields()]
+        self.form = self.undo_stack.pop()
+        self.texts.clear()
+        self.errors.clear()
+        self.dirty = True
         outcome = self.revalidate()
         outcome.layout_changed = before != [x.path for x in self.fields()]
         return outcome
@@ -292,6 +315,8 @@ class SizingSession:
 
     def replace_spec(self, spec: Spec) -> EditOutcome:
         """Load a whole new spec into the form (after a triage change), marked unsaved."""
+        self.undo_stack.append(self.form)
+        del self.undo_stack[:-UNDO_DEPTH]
         self.form = spec_to_dict(spec)
         self.texts.clear()
         self.errors.clear()
@@ -365,4 +390,13 @@ def compute(spec: Spec, base_dir: Path | None, catalog, days, today) -> Results:
         from vramtui.shortlist import shortlist
 
         sl = shortlist(spec, est, catalog, arch=arch, days=days, today=today)
-    return Results(spec=spec, arch=arch, estimate=est, shortlist=sl, checkpoint=checkpoint)
+    from vramtui.ledger.reserve_check import manual_reserve_shortfall
+
+    return Results(
+        spec=spec,
+        arch=arch,
+        estimate=est,
+        shortlist=sl,
+        checkpoint=checkpoint,
+        reserve_shortfall=manual_reserve_shortfall(spec, arch, checkpoint),
+    )

@@ -96,7 +96,7 @@ FIELDS: tuple[FieldDef, ...] = (
     FieldDef("name", "Name", "model", "str", optional=True),
     FieldDef(
         "model",
-        "Model",
+        "Model id, path or count",
         "model",
         "model",
         help="catalogue id (meta-llama/Llama-3.1-8B-Instruct), a local HF directory, or a "
@@ -110,7 +110,7 @@ FIELDS: tuple[FieldDef, ...] = (
         optional=True,
         applies=lambda d: "params" not in d.get("model", {}),
     ),
-    FieldDef("task.kind", "Task", "task", "choice", TASK_KINDS),
+    FieldDef("task.kind", "Kind", "task", "choice", TASK_KINDS),
     FieldDef("task.lora.rank", "LoRA rank", "task", "int", applies=_lora),
     FieldDef("task.lora.alpha", "LoRA alpha", "task", "number", optional=True, applies=_lora),
     FieldDef(
@@ -221,7 +221,7 @@ FIELDS: tuple[FieldDef, ...] = (
         SHARDING,
         applies=_training,
     ),
-    FieldDef("headroom.mode", "Headroom", "headroom", "choice", HEADROOM_MODES),
+    FieldDef("headroom.mode", "Mode (manual or itemised)", "headroom", "choice", HEADROOM_MODES),
     FieldDef("headroom.reserve_gib", "Reserve (GiB)", "headroom", "number", applies=_manual),
     FieldDef(
         "headroom.reason",

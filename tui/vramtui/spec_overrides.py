@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 
 from vramtui.errors import SpecError
@@ -53,7 +55,10 @@ def apply_overrides(spec: Spec, args) -> Spec:
             d["headroom"] = {"mode": "itemised"}
         changed = True
     if args.task and args.task != spec.task.kind:
-        switch_task(d, args.task)
+        for note in switch_task(d, args.task):
+            from vramtui.safe_text import safe_line
+
+            print(f"vramtui: note: {safe_line(note)}", file=sys.stderr)
         changed = True
     kind = d["task"]["kind"]
     training = kind != "inference"
@@ -103,10 +108,25 @@ def weights_for_format(fmt: str, old: dict) -> dict:
     return w
 
 
-def switch_task(d: dict, kind: str) -> None:
+def switch_task(d: dict, kind: str) -> list[str]:
     """Turn the TOML-shaped spec `d` into a `kind` task in place, keeping what carries over
-    (length, batch, placement) and filling the tables the new task needs with stated defaults."""
+    (length, batch, placement) and filling the tables the new task needs with stated defaults.
+    Returns what else changed, in words (the caller shows it): a manual reserve chosen for one
+    task says nothing about another's gradients, optimiser states, KV cache or activations, so
+    a task switch turns the headroom to the itemised ledger."""
     old_kind = d.get("task", {}).get("kind")
+    notes: list[str] = []
+    headroom = d.get("headroom", {})
+    if kind != old_kind and headroom.get("mode") == "manual":
+        reserve = headroom.get("reserve_gib")
+        d["headroom"] = {"mode": "itemised"}
+        if "margin_fraction" in headroom:
+            d["headroom"]["margin_fraction"] = headroom["margin_fraction"]
+        notes.append(
+            f"headroom switched from a manual {reserve} GiB reserve to the itemised ledger: "
+            f"a reserve chosen for {old_kind} does not cover what {kind} adds"
+            + (" (gradients, optimiser states, activations)" if kind != "inference" else "")
+        )
     lengths, batch = d.get("lengths", {}), d.get("batch", {})
     runtime = d.setdefault("runtime", {})
     if kind == "inference":
@@ -116,7 +136,7 @@ def switch_task(d: dict, kind: str) -> None:
         d["task"] = {"kind": kind}
         runtime.setdefault("kv_cache_dtype", "bf16")
         d.get("placement", {}).pop("data_parallel_sharding", None)
-        return
+        return notes
     if old_kind == "inference" or "seq_len" not in lengths:
         context = lengths.get("prompt_tokens", 0) + lengths.get("generated_tokens", 0)
         d["lengths"] = {"seq_len": context or 2048}
@@ -135,6 +155,7 @@ def switch_task(d: dict, kind: str) -> None:
         d["weights"] = {"format": "nf4", "double_quant": True}
     elif d.get("weights", {}).get("format") not in ("fp32", "bf16", "fp16"):
         d["weights"] = {"format": "bf16"}
+    return notes
 
 
 def use_model_dtype(

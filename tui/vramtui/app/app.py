@@ -52,9 +52,14 @@ class VramtuiApp(App):
     TITLE = "vramtui"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
     BINDINGS = [
+        # Help first: the footer shows bindings in this order and cuts the tail at 80 columns.
+        Binding("f1", "help", "Help", id="help", priority=True),
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("q", "quit", "Quit", id="quit_q", show=False),  # an input takes q as a letter
         Binding("ctrl+s", "save", "Save", id="save"),
         Binding("f2", "save_as", "Save as", id="save_as"),
         Binding("ctrl+o", "open", "Open", id="open"),
+        Binding("f3", "undo", "Undo", id="undo", priority=True),
         Binding("f4", "cycle_units", "Units", id="units"),
         Binding("f5", "show_tab('sizing')", "Sizing", id="tab.sizing"),
         Binding("f6", "show_tab('shortlist')", "Shortlist", id="tab.shortlist"),
@@ -64,8 +69,6 @@ class VramtuiApp(App):
         # Priority: a focused text field (the Sizing tab's default) would take ctrl+e as
         # end-of-line; `end` still does that. Inside a dialog the field keeps the key.
         Binding("ctrl+e", "export_sheet", "Sheet", id="export_sheet", priority=True),
-        Binding("f1", "help", "Help", id="help"),
-        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
 
     def __init__(
@@ -95,6 +98,7 @@ class VramtuiApp(App):
         )
         self._draft_entries: list = []  # the recoverable drafts the start-up dialog lists
         self._draft_failed = ""  # why the last autosave failed ("" when it worked)
+        self._edit_note = ""  # what the last edit also changed (shown in the title until the next)
         self._quit_armed = False  # ctrl+q pressed once while the draft could not be written
         self._autosave_timer = None
         self.feed_settings = feed_settings
@@ -136,7 +140,11 @@ class VramtuiApp(App):
         # Kept as attributes: App.query_one searches only the active screen, which is a dialog
         # while one is open (recover draft, help) and none while the app shuts down.
         self.form = SpecForm(self.session, id="form")
-        self.ledger_pane = LedgerPane(gpus, id="ledger")
+        # The card to compare with: chosen once, at start-up (the top-ranked fit, else the
+        # ledger's default), then only by the user (the list, or a move in the shortlist).
+        sl = self.session.results.shortlist
+        top = next((c for c in sl.candidates if c.rank), None) if sl is not None else None
+        self.ledger_pane = LedgerPane(gpus, id="ledger", compare=top.gpu.id if top else None)
         self.shortlist_pane = ShortlistPane(id="shortlist-pane")
         self.triage_pane = TriagePane(id="triage-pane")
         self.feed_pane = FeedPane(id="feed-pane")
@@ -173,6 +181,22 @@ class VramtuiApp(App):
             self.call_after_refresh(self._focus_first_field)
         if self.offer_draft:
             self._offer_drafts()
+
+    def go_to_field(self, path: str) -> None:
+        """Show the Sizing tab and focus the field of `path`."""
+        from vramtui.app.widgets.spec_form import field_id
+
+        self.action_show_tab("sizing")
+
+        def focus() -> None:
+            try:
+                widget = self.form.query_one(f"#{field_id(path)}")
+            except NoMatches:
+                return
+            widget.focus()
+            widget.scroll_visible()
+
+        self.call_after_refresh(focus)
 
     def _focus_first_field(self) -> None:
         """Keyboard first: start in the form's first input, not on the tab bar."""
@@ -229,6 +253,8 @@ class VramtuiApp(App):
             marks.append("invalid field: showing the last valid estimate")
         if self._draft_failed and s.dirty:
             marks.append("draft not saved")
+        if self._edit_note:
+            marks.append(self._edit_note + " (F3 undo)")
         self.sub_title = safe_line(name + (f" ({'; '.join(marks)})" if marks else ""))
 
     # ------------------------------------------------------------------ edits
@@ -237,10 +263,13 @@ class VramtuiApp(App):
         outcome = self.session.set_field(message.path, message.text)
         if not outcome.changed:
             return  # an input reporting the text it already held (e.g. on mount)
+        self._edit_note = "; ".join(outcome.notes)
+        for note in outcome.notes:
+            self.notify(f"{note}. F3 undoes it.", title="Also changed", timeout=12)
         form = self.form
         if outcome.layout_changed:
             await form.sync_rows()
-        if outcome.layout_changed or message.path in SETS_OTHER_FIELDS:
+        if outcome.layout_changed or message.path in SETS_OTHER_FIELDS or outcome.notes:
             form.refresh_values(skip=message.path)
         form.show_errors()
         if outcome.valid:
@@ -251,7 +280,32 @@ class VramtuiApp(App):
                 self.notify(self.session.general_error, severity="error")
         self._schedule_autosave()
 
+    async def action_undo(self) -> None:
+        """Take back the last change to the spec (a field edit, a task switch and what it
+        switched with it, an applied triage change)."""
+        outcome = self.session.undo()
+        if outcome is None:
+            self.notify("nothing to undo", severity="warning")
+            return
+        self._edit_note = ""
+        form = self.form
+        if outcome.layout_changed:
+            await form.sync_rows()
+        form.refresh_values()
+        form.show_errors()
+        if outcome.valid:
+            self._refresh_all()
+        else:
+            self._update_title()
+        self.notify("undone: the spec is back to the previous version", timeout=4)
+        self._schedule_autosave()
+
     def on_candidate_selected(self, message: CandidateSelected) -> None:
+        # Follow the shortlist only when the user moves in it: a rebuild after an edit (or the
+        # start-up) re-highlights its first row, and must not replace the card they chose.
+        focused = self.focused
+        if focused is None or focused.id != "shortlist-table":
+            return
         sl = self.session.results.shortlist
         if sl is None or not self.ledger_pane.is_attached:
             return
@@ -755,14 +809,27 @@ class VramtuiApp(App):
 
     async def action_quit(self) -> None:
         if self.session.dirty:
-            if not self.save_draft_now() and not self._quit_armed:
-                self._quit_armed = True
+            kept = self.save_draft_now()
+            if not kept:
                 self.notify(
                     f"the unsaved edits cannot be kept as a draft ({self._draft_failed}): "
                     "ctrl+s saves the spec; quit again to leave without them",
                     severity="error",
                     timeout=15,
                     markup=False,
+                )
+            if not self._quit_armed:
+                self._quit_armed = True
+                text = (
+                    "They are kept as a draft: vramtui offers to recover it at the next start. "
+                    "ctrl+s saves the spec itself."
+                    if kept
+                    else f"They cannot be kept as a draft ({self._draft_failed}): quitting "
+                    "loses them. ctrl+s saves the spec."
+                )
+                self.push_screen(
+                    ConfirmDialog("Quit with unsaved changes?", text, yes="Quit", no="Stay"),
+                    self._quit_answer,
                 )
                 return
             if self._draft_failed:
@@ -778,6 +845,12 @@ class VramtuiApp(App):
             self._slot.discard()
         self.stop_feed()
         self.exit()
+
+    async def _quit_answer(self, yes: bool | None) -> None:
+        if yes:
+            await self.action_quit()
+        else:
+            self._quit_armed = False
 
     def release_draft(self) -> None:
         """Give up this instance's lock (its draft file, if any, stays to be recovered)."""
@@ -825,3 +898,10 @@ class VramtuiApp(App):
             self.action_export_sheet,
         )
         yield SystemCommand("Help", "Keys, statuses and units", self.action_help)
+        yield SystemCommand("Undo", "Take back the last change to the spec (F3)", self.action_undo)
+        for f in self.session.fields():
+            yield SystemCommand(
+                f"Go to field: {f.label}" + (f" ({f.group})" if f.group != f.label else ""),
+                f"Focus the {f.label} field on the Sizing tab",
+                lambda path=f.path: self.go_to_field(path),
+            )

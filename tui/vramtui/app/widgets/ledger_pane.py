@@ -19,9 +19,10 @@ def _size(n: int, unit: str) -> str:
 
 
 class LedgerPane(Vertical):
-    def __init__(self, gpus: dict, **kwargs) -> None:
+    def __init__(self, gpus: dict, compare: str | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.gpus = gpus  # id -> catalogue Gpu
+        self.first_compare = compare if compare in gpus else None
         self.results = None
         self.unit = "gib"
         self.selected_key: str | None = None
@@ -29,6 +30,7 @@ class LedgerPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(id="ledger-title", markup=False)
+        yield Static(id="ledger-flag", markup=False)
         table = DataTable(id="ledger-table", cursor_type="row", zebra_stripes=True)
         yield table
         with VerticalScroll(id="ledger-detail"):
@@ -43,9 +45,9 @@ class LedgerPane(Vertical):
                     allow_blank=not self.gpus,
                     compact=True,
                     value=(
-                        "rtx-4090"
-                        if "rtx-4090" in self.gpus
-                        else next(iter(self.gpus), Select.NULL)
+                        self.first_compare
+                        or ("rtx-4090" if "rtx-4090" in self.gpus else None)
+                        or next(iter(self.gpus), Select.NULL)
                     ),
                 )
                 yield Button(
@@ -85,6 +87,11 @@ class LedgerPane(Vertical):
                 "most loaded GPU"
             )
         self.query_one("#ledger-title", Static).update(title)
+        flag = self.query_one("#ledger-flag", Static)
+        shortfall = getattr(results, "reserve_shortfall", None)
+        flag.display = shortfall is not None
+        if shortfall is not None:
+            flag.update(Text(f"warning: {shortfall.line(unit)}", style="bold yellow"))
         table = self.query_one("#ledger-table", DataTable)
         table.columns["size"].label = Text(unit_label(unit))
         cursor = table.cursor_row

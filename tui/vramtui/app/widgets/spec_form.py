@@ -66,8 +66,10 @@ class FieldRow(Vertical):
         self.query_one(".field-error", Static).update(error or "")
 
 
-class SpecForm(VerticalScroll):
-    """Rebuilt when the set of applicable fields changes (task, format, headroom mode)."""
+class SpecForm(VerticalScroll, can_focus=False):
+    """Rebuilt when the set of applicable fields changes (task, format, headroom mode). Not a
+    focus stop itself (tab goes from the tab bar straight to the first field); it still
+    scrolls to keep the focused field in view."""
 
     def __init__(self, session, **kwargs) -> None:
         super().__init__(**kwargs)
