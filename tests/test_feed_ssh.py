@@ -381,7 +381,9 @@ def test_explain_failure_lines():
         line = explain_failure(host, stderr, 255)
         assert expected in line and "\n" not in line, (stderr, line)
     install = explain_failure(host, "python3: command not found", 127)
-    assert "pip install vramtui" in install and "--remote-python" in install
+    # The install the README uses (from a checkout): vramtui is not on PyPI.
+    assert "`pip install .` in a vramtui checkout" in install and "--remote-python" in install
+    assert "pip install vramtui" not in install
 
 
 # ---------------------------------------------------------------- the agent, locally
@@ -620,8 +622,8 @@ def test_remote_without_vramtui(server, tmp_path, feeds):
         wait_until(lambda f=feed: f.state == FAILED, 20, f"failed ({python})")
         reason = feed.status.reason
         assert reason.startswith(
-            "vramtui is not installed on 127.0.0.1: run `pip install "
-            "vramtui` there (or pass --remote-python"
+            "vramtui is not installed on 127.0.0.1: install it there as the README's Set up "
+            "does (`pip install .` in a vramtui checkout), or pass --remote-python"
         ), reason
         feed.stop()
 

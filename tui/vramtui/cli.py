@@ -154,9 +154,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
 
-    gp = sub.add_parser("gpus", help="list the GPU catalogue with capacity figures and sources")
+    gp = sub.add_parser(
+        "gpus",
+        help="list the GPU catalogue: one line per card (CUDA / NVML totals in GiB, formats)",
+        description=LIST_DESCRIPTION,
+    )
     gp.add_argument("--catalog", metavar="DIR", help="a catalogue directory (gpus/, offers/)")
-    of = sub.add_parser("offers", help="list the rental offers in the catalogue")
+    gp.add_argument(
+        "--wide",
+        action="store_true",
+        help="every format, the nominal size, exact bytes and the figures as their sources wrote",
+    )
+    of = sub.add_parser(
+        "offers",
+        help="list the rental offers in the catalogue (prices per hour or per plan period)",
+        description=LIST_DESCRIPTION,
+    )
     of.add_argument("--catalog", metavar="DIR", help="a catalogue directory (gpus/, offers/)")
 
     _add_watch_parser(sub)
@@ -169,11 +182,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sheet_parser(sub)
 
-    models = sub.add_parser("models", help="list the model catalogue")
+    models = sub.add_parser(
+        "models",
+        help="list the model catalogue by family, then parameter count",
+        description=LIST_DESCRIPTION
+        + " Models sort by family (the id without its size: Qwen/Qwen2.5-*-Instruct), then "
+        "by parameter count (M = 10^6, B = 10^9 parameters).",
+    )
     models.add_argument("query", nargs="?", help="substring to filter ids")
     models.add_argument("--catalog", metavar="DIR")
+    models.add_argument(
+        "--wide", action="store_true", help="also the exact parameter count of each model"
+    )
     return parser
 
+
+LIST_DESCRIPTION = (
+    "Ids are printed in full on one line, to copy into other commands. In a narrow terminal the "
+    "other columns wrap, and those that still do not fit are left out (models: head dim, KV "
+    "heads, layers, dtype, notes; offers: link, host, provider, lead time; gpus: formats, name), "
+    "said under the table."
+)
 
 WATCH_EPILOG = """\
 headless:
@@ -526,66 +555,18 @@ def cmd_shortlist(args) -> int:
 
 
 def cmd_gpus(args) -> int:
-    from rich.table import Table
-
     from vramtui.render import print_renderable
-    from vramtui.units import format_bytes
+    from vramtui.render_lists import gpus_renderable
 
-    catalog = _load_catalog(args)
-    t = Table(title="GPU catalogue (GB = 10^9 B, GiB = 2^30 B)", title_justify="left")
-    for col in ("id", "name", "arch", "nominal", "NVML total", "CUDA total", "formats"):
-        t.add_column(col)
-
-    def fig(f):
-        if f is None:
-            return "not catalogued"
-        return f"{f.as_written} = {format_bytes(f.bytes)}" + ("" if f.verified else " (unverified)")
-
-    for g in sorted(catalog.gpus.values(), key=lambda g: g.id):
-        t.add_row(
-            g.id,
-            g.name,
-            g.architecture,
-            g.nominal.as_written,
-            fig(g.nvml_total),
-            fig(g.cuda_total),
-            " ".join(g.formats),
-        )
-    print_renderable(t)
+    print_renderable(gpus_renderable(_load_catalog(args), wide=args.wide))
     return 0
 
 
 def cmd_offers(args) -> int:
-    from rich.table import Table
-
     from vramtui.render import print_renderable
+    from vramtui.render_lists import offers_renderable
 
-    catalog = _load_catalog(args)
-    t = Table(title="rental offers (prices for the whole package)", title_justify="left")
-    for col in ("id", "provider", "cards", "host", "plans", "lead time"):
-        t.add_column(col)
-    for o in sorted(catalog.offers.values(), key=lambda o: o.id):
-        host = (
-            ", ".join(
-                x
-                for x in (
-                    f"{o.host_ram_gb:g} GB RAM" if o.host_ram_gb is not None else "",
-                    f"{o.vcpus} vCPU" if o.vcpus is not None else "",
-                    f"{o.disk_gb:g} GB disk" if o.disk_gb is not None else "",
-                )
-                if x
-            )
-            or "not documented"
-        )
-        plans = "; ".join(f"{p.name}: {p.price:,.2f} {p.currency}" for p in o.plans)
-        lead = (
-            f"{o.schedule.lead_time_hours:g} h"
-            if o.schedule and o.schedule.lead_time_hours is not None
-            else "not documented"
-        )
-        link = f" ({o.interconnect})" if o.interconnect else ""
-        t.add_row(o.id, o.provider, f"{o.gpu_count} x {o.gpu}{link}", host, plans, lead)
-    print_renderable(t)
+    print_renderable(offers_renderable(_load_catalog(args)))
     return 0
 
 
@@ -637,36 +618,12 @@ def _simple_mode(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from rich.table import Table
-
     from vramtui.models.registry import load_catalog_models, model_catalog_problems
     from vramtui.render import print_renderable
+    from vramtui.render_lists import models_renderable
 
     models = load_catalog_models(_catalog_dir(args))
     for problem in model_catalog_problems(_catalog_dir(args)):
         print(f"vramtui: warning: {problem}", file=sys.stderr)
-    table = Table(title="model catalogue", title_justify="left")
-    for col in ("id", "parameters", "layers", "KV heads", "head_dim", "dtype", "notes"):
-        table.add_column(col, justify="right" if col in ("parameters", "layers") else "left")
-    for mid in sorted(models, key=str.lower):
-        if args.query and args.query.lower() not in mid.lower():
-            continue
-        a = models[mid]
-        notes = []
-        if a.is_moe:
-            notes.append(f"MoE {a.num_experts}x top-{a.num_experts_per_tok}")
-        if a.mla:
-            notes.append("MLA")
-        if a.num_sliding_layers:
-            notes.append(f"{a.num_sliding_layers} sliding layers")
-        table.add_row(
-            mid,
-            f"{a.param_count:,}",
-            str(a.num_layers),
-            str(a.num_kv_heads),
-            str(a.head_dim),
-            a.default_dtype,
-            ", ".join(notes),
-        )
-    print_renderable(table)
+    print_renderable(models_renderable(models, args.query, wide=args.wide))
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console, Group
 from rich.segment import Segment
 from rich.table import Table
@@ -9,6 +10,7 @@ from rich.text import Text
 
 from vramtui.ledger.items import STAGE_LABELS, Estimate
 from vramtui.ledger.simple import SimpleEstimate
+from vramtui.render_lists import FittedTable, ListColumn
 from vramtui.safe_text import has_unsafe, safe_text
 from vramtui.units import format_bytes, format_bytes_readable
 
@@ -249,34 +251,40 @@ def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | Non
     )
     parts.append(head)
 
+    # Offer ids are printed whole (for `--detail OFFER_ID`), in a column as wide as the longest.
+    offer_width = max([len(c.offer.id) for c in sl.candidates] + [5])
+
     fits = sl.with_status(FIT)
-    t = Table(
-        title=f"fit — ranked by total cost ({sl.currency or '-'}), then margin, then lead time",
-        title_justify="left",
+    t = FittedTable(
+        f"fit — ranked by total cost ({sl.currency or '-'}), then margin, then lead time",
+        [
+            ListColumn("#", "right", no_wrap=True),
+            ListColumn("offer id"),
+            ListColumn("total cost", "right", no_wrap=True),
+            ListColumn("margin (estimated)", "right"),
+            ListColumn("lead time"),
+            ListColumn("plans bought"),
+            ListColumn("offer"),
+            ListColumn("provider"),
+        ],
+        [
+            [
+                str(c.rank),
+                c.offer.id,
+                f"{c.cost.total:,.2f} {c.cost.currency}" if c.cost else "no price",
+                f"{format_bytes(c.effective_margin_bytes, unit)} ({c.effective_margin_fraction:.0%})",
+                f"{c.lead_time_hours:g} h" if c.lead_time_hours is not None else "not documented",
+                ", ".join(f"{n} x {name}" for name, n in c.cost.purchases) if c.cost else "",
+                c.offer.title,
+                c.offer.provider,
+            ]
+            for c in fits
+        ],
+        drop_order=("provider", "offer", "plans bought", "lead time"),
+        key=1,
+        table_box=box.HEAVY_HEAD,
         title_style=SHORTLIST_STYLE[FIT],
     )
-    for col in (
-        "#",
-        "offer",
-        "provider",
-        "total cost",
-        "plans bought",
-        "margin (estimated)",
-        "lead time",
-    ):
-        t.add_column(
-            col, justify="right" if col in ("#", "total cost", "margin (estimated)") else "left"
-        )
-    for c in fits:
-        t.add_row(
-            str(c.rank),
-            Text(c.offer.title),
-            Text(c.offer.provider),
-            f"{c.cost.total:,.2f} {c.cost.currency}" if c.cost else "no price",
-            ", ".join(f"{n} x {name}" for name, n in c.cost.purchases) if c.cost else "",
-            f"{format_bytes(c.effective_margin_bytes, unit)} ({c.effective_margin_fraction:.0%})",
-            f"{c.lead_time_hours:g} h" if c.lead_time_hours is not None else "not documented",
-        )
     parts.append(
         t if fits else Text("No candidate is fit on every requirement.", style=SHORTLIST_STYLE[FIT])
     )
@@ -288,12 +296,12 @@ def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | Non
             title_justify="left",
             title_style=SHORTLIST_STYLE[VERIFY],
         )
-        v.add_column("offer")
+        v.add_column("offer", width=offer_width + 2)
         v.add_column("total cost", justify="right")
         v.add_column("conditions", overflow="fold", ratio=2)
         for c in verify:
             v.add_row(
-                f"{c.offer.title} ({c.offer.id})",
+                Text(f"{c.offer.title}\n({c.offer.id})"),
                 c.cost.describe() if c.cost else "no price",
                 Text("\n".join(f"{r.name}: {r.condition}" for r in c.conditions)),
             )
@@ -305,11 +313,11 @@ def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | Non
             title_justify="left",
             title_style=SHORTLIST_STYLE[EXCLUDED],
         )
-        x.add_column("offer")
+        x.add_column("offer", width=offer_width + 2)
         x.add_column("failing requirement", overflow="fold", ratio=2)
         for c in excluded:
             x.add_row(
-                Text(f"{c.offer.title} ({c.offer.id})"),
+                Text(f"{c.offer.title}\n({c.offer.id})"),
                 Text("\n".join(f"{r.name}: {r.detail}" for r in c.failing)),
             )
         parts.append(x)

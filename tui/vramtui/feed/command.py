@@ -77,9 +77,11 @@ def _emit(snapshot: Snapshot, as_json: bool) -> None:
     print_renderable(snapshot_renderable(snapshot))
 
 
-def _note_error(snapshot: Snapshot, last: list) -> None:
-    """The error on stderr, once per distinct reason (a loop does not repeat it every tick)."""
-    if snapshot.error and snapshot.error != (last[0] if last else None):
+def _note_error(snapshot: Snapshot, last: list, as_json: bool = True) -> None:
+    """The error on stderr, once per distinct reason (a loop does not repeat it every tick).
+
+    Only beside JSON: the tables print the error themselves, so a note would say it twice."""
+    if as_json and snapshot.error and snapshot.error != (last[0] if last else None):
         from vramtui.safe_text import safe_line
 
         print(f"vramtui: note: {safe_line(snapshot.error)}", file=sys.stderr)
@@ -96,7 +98,7 @@ def _live(args) -> int:
     last_error: list = []
 
     def deliver(snapshot: Snapshot) -> None:
-        _note_error(snapshot, last_error)
+        _note_error(snapshot, last_error, args.json)
         if recorder is not None:
             recorder.write(snapshot)
         _emit(snapshot, args.json)
@@ -121,7 +123,7 @@ def _replay(args) -> int:
         first = next(snapshots, None)
         if first is None:
             raise FeedError(f"{args.replay} holds no snapshot (only its header)")
-        _note_error(first, [])
+        _note_error(first, [], args.json)
         _emit(first, args.json)
         return 0
     last_error: list = []

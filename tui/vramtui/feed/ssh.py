@@ -231,8 +231,9 @@ def explain_failure(host: str, stderr: str, returncode: int | None) -> str:
     text = stderr or ""
     low = text.lower()
     install = (
-        f"vramtui is not installed on {host}: run `pip install vramtui` there "
-        "(or pass --remote-python /path/to/venv/bin/python)"
+        f"vramtui is not installed on {host}: install it there as the README's Set up does "
+        f"(`pip install .` in a vramtui checkout), or pass --remote-python "
+        "/path/to/venv/bin/python"
     )
     if "could not resolve hostname" in low or "name or service not known" in low:
         return f"cannot resolve host name {host}: check the name or its HostName in ~/.ssh/config"
@@ -260,8 +261,8 @@ def explain_failure(host: str, stderr: str, returncode: int | None) -> str:
         and "no module named 'vramtui'" not in low
     ):
         return (
-            f"vramtui on {host} has no agent (too old): run `pip install -U vramtui` there "
-            "(or pass --remote-python /path/to/venv/bin/python)"
+            f"vramtui on {host} has no agent (too old): reinstall it there from an up-to-date "
+            "checkout (`pip install .`), or pass --remote-python /path/to/venv/bin/python"
         )
     if re.search(r"no module named '?vramtui", low):
         return install
@@ -270,7 +271,10 @@ def explain_failure(host: str, stderr: str, returncode: int | None) -> str:
     if "no module named" in low:
         m = re.search(r"no module named '?([A-Za-z0-9_.]+)", text, re.IGNORECASE)
         mod = m.group(1) if m else "a module"
-        return f"the agent on {host} is missing {mod}: run `pip install -U vramtui` there"
+        return (
+            f"the agent on {host} is missing {mod}: reinstall vramtui there from its checkout "
+            "(`pip install .`, which installs its dependencies)"
+        )
     if (
         re.search(r"connection (to \S+ )?closed", low)
         or "connection reset" in low
