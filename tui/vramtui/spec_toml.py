@@ -287,6 +287,7 @@ def _is_table(item: Any) -> bool:
 
 def _apply_table(node: Any, old: dict[str, Any], new: dict[str, Any]) -> None:
     """Make the table `node` (whose values are `old`) hold `new`, touching only differences."""
+    from tomlkit.container import OutOfOrderTableProxy
     from tomlkit.items import AoT, InlineTable, Table
 
     body = _container(node)
@@ -300,6 +301,8 @@ def _apply_table(node: Any, old: dict[str, Any], new: dict[str, Any]) -> None:
         if was is not _MISSING and _same(was, value):
             continue
         item = body.item(key) if key in body else None
+        if isinstance(item, OutOfOrderTableProxy):
+            raise CannotEditInPlace(f"[{key}] is split over the file (tables out of order)")
         if isinstance(value, dict):
             if isinstance(item, Table | InlineTable):
                 _apply_table(item, was if isinstance(was, dict) else {}, value)
@@ -352,9 +355,10 @@ def _apply_array_of_tables(aot: Any, old: list[Any], new: list[dict[str, Any]]) 
 
 
 def _ends_blank(table: Any) -> bool:
+    """Whether the text of `table` (a table or array of tables) ends with a blank line."""
     from tomlkit.items import Whitespace
 
-    last = _last_item(_container(table))
+    last = _last_item(_innermost(table))
     return isinstance(last, Whitespace) and "\n" in last.s
 
 
@@ -473,13 +477,15 @@ def save_spec(
     path: str | os.PathLike[str],
     *,
     template_text: str | None = None,
+    in_place: bool = True,
     warn: Callable[[str], None] | None = warn_on_stderr,
 ) -> str | None:
     """Write the spec atomically: temp file in the same directory, fsync, os.replace, fsync dir.
 
     The text keeps the comments and layout of `template_text` (the file the spec was opened
-    from, for "save as") or else of the file already at `path`, edited in place; with neither,
-    the spec is written in full. When the in-place edit cannot be done, the spec is written in
+    from, for "save as") or else of the file already at `path` (unless `in_place` is False: a
+    spec that did not come from a file replaces it), edited in place; with neither, the spec is
+    written in full. When the in-place edit cannot be done, the spec is written in
     full and a one-line warning is returned (and passed to `warn`, by default printed on
     standard error); None when there is nothing to say.
 
@@ -495,7 +501,7 @@ def save_spec(
     full = dumps_spec(spec, source)  # validates; the text used when no edit in place is done
     warning = None
     template, where = template_text, "the file it was opened from"
-    if template is None and path.exists():
+    if template is None and in_place and path.exists():
         where = "the existing file"
         try:
             template = read_spec_text(path)
