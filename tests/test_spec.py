@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from vramtui import spec as spec_module
+from vramtui import spec_toml
 from vramtui.builtin_specs import SEED_EXAMPLE_TOML, seed_example_spec
 from vramtui.errors import SpecError
 from vramtui.models.architecture import Architecture, ModuleShape
@@ -295,7 +296,7 @@ def test_failing_serialisation_leaves_old_file(
     def boom(*args, **kwargs):
         raise RuntimeError("serialiser exploded")
 
-    monkeypatch.setattr(spec_module.tomli_w, "dumps", boom)
+    monkeypatch.setattr(spec_toml.tomli_w, "dumps", boom)
     with pytest.raises(RuntimeError):
         save_spec(s, target)
     assert target.read_text() == "old contents\n"

@@ -6,6 +6,8 @@ the two equal).
 
 from __future__ import annotations
 
+import functools
+
 from vramtui.spec import Spec, loads_spec
 
 SEED_EXAMPLE_SOURCE = "<built-in seed example>"
@@ -54,3 +56,18 @@ days = 3                    # the seed compares 1 card for 3 days
 def seed_example_spec() -> Spec:
     """The seed's worked example: 7e9 parameters, fp16, inference, manual 6 GiB headroom."""
     return loads_spec(SEED_EXAMPLE_TOML, SEED_EXAMPLE_SOURCE)
+
+
+@functools.cache
+def _seed_description() -> str:
+    return seed_example_spec().description
+
+
+def drop_seed_description(form: dict) -> bool:
+    """A spec made from the seed example and then changed is another workload: the seed's
+    description no longer describes it (nor its sizing sheet). Blank it in `form` (a TOML-shaped
+    spec); True when it was there."""
+    if form.get("description") == _seed_description():
+        form["description"] = ""
+        return True
+    return False

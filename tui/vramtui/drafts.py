@@ -479,7 +479,7 @@ def _age(saved_at: str, mtime: float, now: datetime.datetime) -> str:
 def draft_diff(draft: Draft, limit: int = 4) -> str:
     """One line: which fields of the draft differ from its spec file on disk (or from the
     built-in seed example for a new spec)."""
-    from vramtui.builtin_specs import seed_example_spec
+    from vramtui.builtin_specs import drop_seed_description, seed_example_spec
     from vramtui.spec import load_spec, spec_to_dict
 
     if draft.origin:
@@ -496,6 +496,8 @@ def draft_diff(draft: Draft, limit: int = 4) -> str:
             return "its spec file cannot be read"
     else:
         base = spec_to_dict(seed_example_spec())
+        if isinstance(draft.form, dict) and draft.form.get("description") == "":
+            drop_seed_description(base)  # dropped by the first edit: not one of the user's
     changed = sorted(set(_differing(_pruned(base), _pruned(draft.form))) | set(draft.texts))
     if not changed:
         return "no field differs"

@@ -71,6 +71,7 @@ class SizingSession:
     triage_text: str | None = None  # the log last read (its workload lines are compared)
     triage_failed_gpu: object | None = None  # vramtui.catalog.Gpu the user named as the failed card
     undo_stack: list = field(default_factory=list)  # earlier forms, most recent last (bounded)
+    save_warning: str | None = None  # the last save could not keep the file's comments: why
 
     # ------------------------------------------------------------------ construction
 
@@ -193,6 +194,10 @@ class SizingSession:
             form["weights"] = weights_for_format(value, form.get("weights", {}))
         else:
             set_value(form, path, value)
+        if path != "name":  # another workload than the seed's: its description no longer fits
+            from vramtui.builtin_specs import drop_seed_description
+
+            drop_seed_description(form)
         prune_inapplicable(form)
         self.undo_stack.append(self.form)
         del self.undo_stack[:-UNDO_DEPTH]
@@ -298,7 +303,12 @@ class SizingSession:
         if rec.fits is False and not force:
             raise SpecError(f"{rec.change}: {rec.why_not_fit}; confirm to apply it anyway")
         new = record_attempt(self.spec, self.triage_reading, self.triage_advice, rec)
-        return self.replace_spec(new)
+        outcome = self.replace_spec(new)
+        from vramtui.builtin_specs import drop_seed_description
+
+        if drop_seed_description(self.form):  # the change made it another workload
+            outcome = self.revalidate()
+        return outcome
 
     def triage_record_measured(self) -> int:
         from vramtui.triage.advice import with_measurements
@@ -354,10 +364,35 @@ class SizingSession:
                 f"the form has an invalid value ({where or 'spec'}): fix it before saving; "
                 "your edits are kept in the draft meanwhile"
             )
-        save_spec(self.spec, target)
+        template, warning = self._template_for(target)
+        saved_warning = save_spec(
+            self.spec, target, template_text=template, in_place=self.path is not None, warn=None
+        )
+        self.save_warning = saved_warning or warning
         self.path = target
         self.dirty = False
         return target
+
+    def _template_for(self, target: Path) -> tuple[str | None, str | None]:
+        """For "save as" to another file: the text of the file the spec was opened from, so
+        that its comments follow the spec (None when saving in place: the file itself is the
+        template). The second value says why no template could be read."""
+        from vramtui.spec import read_spec_text
+
+        origin = self.path
+        if origin is None or not origin.exists() or _same_file(origin, target):
+            return None, None
+        try:
+            return read_spec_text(origin), None
+        except SpecError as exc:
+            return None, f"the comments of {origin} were not carried over: {exc}"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return b.exists() and a.samefile(b)
+    except OSError:
+        return a.resolve() == b.resolve()
 
 
 def check_form_shape(form: dict) -> None:

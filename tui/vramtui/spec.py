@@ -26,16 +26,14 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import tomli_w
 
 from vramtui import limits
 from vramtui.errors import SpecError
 from vramtui.models.architecture import GROUPS, Architecture
 from vramtui.models.resolve import model_ref_too_long
 from vramtui.safe_text import has_unsafe, safe_line, safe_text
+from vramtui.spec_toml import dumps_spec, save_spec, spec_to_dict  # re-exported: the TOML side
 
 __all__ = [
     "Batch",
@@ -234,11 +232,6 @@ _EXAMPLES = {
     "headroom.reserve_gib": "6.0",
     "headroom.reason": '"why this reserve"',
 }
-
-_HEADER = (
-    "# vramtui workload spec (schema_version 1); every key is described in docs/spec-format.md\n"
-)
-
 
 # --------------------------------------------------------------------------------------------
 # Dataclasses
@@ -1469,150 +1462,8 @@ def _parse_campaign(root: _Table) -> Campaign:
 
 
 # --------------------------------------------------------------------------------------------
-# Spec -> dict / TOML text
+# Re-checks
 # --------------------------------------------------------------------------------------------
-
-
-def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if v is not None}
-
-
-def spec_to_dict(spec: Spec) -> dict[str, Any]:
-    """The TOML-shaped dict of a spec: None values omitted (TOML has no null), empty lists too."""
-    out: dict[str, Any] = {
-        "schema_version": spec.schema_version,
-        "name": spec.name,
-        "description": spec.description,
-    }
-    m = spec.model
-    out["model"] = _drop_none(
-        {"id": m.id, "path": m.path, "params": m.params, "revision": m.revision}
-    )
-    task: dict[str, Any] = {"kind": spec.task.kind}
-    if spec.task.lora is not None:
-        lo = spec.task.lora
-        task["lora"] = _drop_none(
-            {"rank": lo.rank, "alpha": lo.alpha, "targets": list(lo.targets), "dropout": lo.dropout}
-        )
-    out["task"] = task
-    w = spec.weights
-    weights = _drop_none(
-        {
-            "format": w.format,
-            "double_quant": w.double_quant,
-            "bits": w.bits,
-            "group_size": w.group_size,
-            "gguf_type": w.gguf_type,
-        }
-    )
-    if w.groups:
-        weights["groups"] = dict(w.groups)
-    out["weights"] = weights
-    le = spec.lengths
-    out["lengths"] = _drop_none(
-        {
-            "prompt_tokens": le.prompt_tokens,
-            "generated_tokens": le.generated_tokens,
-            "seq_len": le.seq_len,
-        }
-    )
-    b = spec.batch
-    out["batch"] = _drop_none(
-        {"concurrency": b.concurrency, "micro_batch": b.micro_batch, "grad_accum": b.grad_accum}
-    )
-    if spec.training is not None:
-        tr = spec.training
-        out["training"] = _drop_none(
-            {
-                "optimizer": tr.optimizer,
-                "master_weights_fp32": tr.master_weights_fp32,
-                "grad_dtype": tr.grad_dtype,
-                "optimizer_state_dtype": tr.optimizer_state_dtype,
-                "grad_checkpointing": tr.grad_checkpointing,
-            }
-        )
-    r = spec.runtime
-    out["runtime"] = _drop_none(
-        {
-            "attention": r.attention,
-            "kv_cache_dtype": r.kv_cache_dtype,
-            "kv_block_tokens": r.kv_block_tokens,
-            "engine": r.engine,
-        }
-    )
-    p = spec.placement
-    out["placement"] = {
-        "gpus": p.gpus,
-        "tensor_parallel": p.tensor_parallel,
-        "pipeline_parallel": p.pipeline_parallel,
-        "data_parallel_sharding": p.data_parallel_sharding,
-    }
-    h = spec.headroom
-    out["headroom"] = _drop_none(
-        {
-            "mode": h.mode,
-            "reserve_gib": h.reserve_gib,
-            "reason": h.reason,
-            "cuda_context_bytes": h.cuda_context_bytes,
-            "margin_fraction": h.margin_fraction,
-        }
-    )
-    c = spec.campaign
-    campaign = _drop_none(
-        {"days": c.days, "budget": c.budget, "currency": c.currency, "start_by": c.start_by}
-    )
-    if c.software is not None:
-        sw = c.software
-        campaign["software"] = _drop_none(
-            {"image": sw.image, "driver": sw.driver, "cuda": sw.cuda, "required": sw.required}
-        )
-    if campaign:
-        out["campaign"] = campaign
-    if spec.measured:
-        out["measured"] = [
-            _drop_none(
-                {
-                    "stage": m.stage,
-                    "quantity": m.quantity,
-                    "bytes": m.bytes,
-                    "value": m.value,
-                    "as_written": m.as_written or None,
-                    "counter": m.counter,
-                    "item": m.item,
-                    "source": m.source or None,
-                    "gpu": m.gpu,
-                    "device": m.device or None,
-                    "date": m.date,
-                    "run": m.run or None,
-                    "error": m.error or None,
-                    "dims": dict(m.dims) or None,
-                    "versions": dict(m.versions) or None,
-                }
-            )
-            for m in spec.measured
-        ]
-    if spec.triage:
-        out["triage"] = [
-            _drop_none(
-                {
-                    "time": a.time,
-                    "phase": a.phase,
-                    "framework": a.framework or None,
-                    "variable": a.variable,
-                    "change": a.change,
-                    "predicted_peak_bytes": a.predicted_peak_bytes,
-                    "outcome": a.outcome,
-                    "figures": dict(a.figures) or None,
-                }
-            )
-            for a in spec.triage
-        ]
-    if spec.quality:
-        out["quality"] = [
-            _drop_none({"metric": q.metric, "threshold": q.threshold, "note": q.note or None})
-            for q in spec.quality
-        ]
-    return out
 
 
 def validate_spec(spec: Spec, source: str = "<spec>") -> Spec:
@@ -1627,21 +1478,6 @@ def validate_spec(spec: Spec, source: str = "<spec>") -> Spec:
             f"spec from {source} is malformed: {exc}; build it from the vramtui.spec dataclasses"
         ) from exc
     return spec_from_dict(data, source)
-
-
-def dumps_spec(spec: Spec, source: str = "<spec>") -> str:
-    """The spec as TOML text; refuses (SpecError) a spec that would not load back."""
-    data = spec_to_dict(validate_spec(spec, source))
-    arrays = {name: data.pop(name, []) for name in ("quality", "measured", "triage")}
-    text = _HEADER + tomli_w.dumps(data)
-    for name, entries in arrays.items():  # as [[name]] tables, which tomli_w writes inline
-        for entry in entries:
-            nested = {k: v for k, v in entry.items() if isinstance(v, dict)}
-            flat = {k: v for k, v in entry.items() if k not in nested}
-            text += f"\n[[{name}]]\n" + tomli_w.dumps(flat)
-            for key, table in nested.items():
-                text += f"\n[{name}.{key}]\n" + tomli_w.dumps(table)
-    return text
 
 
 # --------------------------------------------------------------------------------------------
@@ -1659,8 +1495,8 @@ def loads_spec(text: str, source: str = "<string>") -> Spec:
     return spec_from_dict(data, source)
 
 
-def load_spec(path: str | os.PathLike[str]) -> Spec:
-    """Read and validate a spec file."""
+def read_spec_text(path: str | os.PathLike[str]) -> str:
+    """The text of a spec file, bounded by MAX_SPEC_BYTES; SpecError (one line) otherwise."""
     from vramtui.guarded_read import decode_utf8, read_bytes
 
     source = os.fspath(path)
@@ -1673,36 +1509,12 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
         missing="not found",
         missing_fix="check the path, or start from sample_specs/seed-7b-fp16-inference.toml",
     )
-    text = decode_utf8(raw, error=_fail, source=f"spec file {source}")
-    return loads_spec(text, source)
+    return decode_utf8(raw, error=_fail, source=f"spec file {source}")
 
 
-def save_spec(spec: Spec, path: str | os.PathLike[str]) -> None:
-    """Write the spec atomically: temp file in the same directory, fsync, os.replace, fsync dir.
-
-    The text is produced (and the spec validated) before anything touches the disk, so an invalid
-    spec or a failed write leaves any existing file as it was and no temp file behind.
-    """
-    path = Path(path)
-    if path.is_symlink():
-        path = path.resolve()
-    source = str(path)
-    data = dumps_spec(spec, source).encode("utf-8")
-    directory = path.parent
-    if not directory.is_dir():
-        raise _fail(
-            f"cannot save spec to {source}: directory {directory} does not exist; create it or "
-            "choose another path"
-        )
-    from vramtui.fsutil import atomic_write_bytes
-
-    try:
-        atomic_write_bytes(path, data)
-    except OSError as exc:
-        raise _fail(
-            f"cannot save spec to {source}: {exc.strerror or exc}; check the directory's "
-            "permissions and free space"
-        ) from None
+def load_spec(path: str | os.PathLike[str]) -> Spec:
+    """Read and validate a spec file."""
+    return loads_spec(read_spec_text(path), os.fspath(path))
 
 
 # --------------------------------------------------------------------------------------------

@@ -444,6 +444,8 @@ class VramtuiApp(App):
         self._follow_spec_path()
         self._update_title()
         self.notify(f"saved {saved}")
+        if self.session.save_warning:
+            self.notify(self.session.save_warning, severity="warning", timeout=10)
 
     def _follow_spec_path(self) -> None:
         """After save as / open the spec has another path: so has this instance's draft."""

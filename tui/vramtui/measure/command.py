@@ -83,7 +83,9 @@ def cmd_measure(args, catalog_dir=None) -> int:
     est = estimate(new_spec, arch, checkpoint)
     if args.spec:
         if added:
-            save_spec(new_spec, user_path(args.spec))
+            kept = save_spec(new_spec, user_path(args.spec), warn=None)
+            if kept:
+                result.warnings.insert(0, kept)
     elif result.measurements:
         result.warnings.insert(
             0,
