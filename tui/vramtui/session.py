@@ -364,5 +364,5 @@ def compute(spec: Spec, base_dir: Path | None, catalog, days, today) -> Results:
     if catalog is not None:
         from vramtui.shortlist import shortlist
 
-        sl = shortlist(spec, est, catalog, arch=arch, days=days, today=today)
+        sl = shortlist(spec, est, catalog, arch=arch, days=days, today=today, checkpoint=checkpoint)
     return Results(spec=spec, arch=arch, estimate=est, shortlist=sl, checkpoint=checkpoint)
