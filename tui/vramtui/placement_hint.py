@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vramtui.errors import VramtuiError
-from vramtui.shortlist import EXCLUDED, FIT, STATUS_ORDER, Candidate, PlacementHint, classify_offer
+from vramtui.shortlist import EXCLUDED, FIT, Candidate, PlacementHint, classify_offer
 from vramtui.units import format_bytes
 
 # Requirements that a different placement can change; a candidate failing anything else
@@ -36,16 +36,23 @@ def with_placement_hints(candidates, spec, est, context, checkpoint=None) -> lis
 
 
 def _placements(spec, gpu_count: int):
-    """(gpus, tensor_parallel, pipeline_parallel) on up to `gpu_count` cards, other than the
-    spec's own: every tensor-parallel degree that divides the cards used, with no pipeline or
-    with the spec's pipeline degree."""
+    """(gpus, tensor_parallel, pipeline_parallel) on the offer's cards, other than the spec's
+    own, best first: all the cards (none idle but paid), the spec's count, or one card; tensor
+    parallel none, the spec's degree, or across all the cards used; pipeline none or the
+    spec's. A short list on purpose: every placement costs an estimate."""
     p = spec.placement
     own = (p.gpus, p.tensor_parallel, p.pipeline_parallel)
-    for g in range(1, min(gpu_count, MAX_HINT_GPUS) + 1):
-        for tp in range(1, g + 1):
-            for pp in sorted({1, p.pipeline_parallel}):
-                if g % (tp * pp) == 0 and (g, tp, pp) != own:
-                    yield g, tp, pp
+    counts = {min(gpu_count, MAX_HINT_GPUS), 1}
+    if p.gpus <= min(gpu_count, MAX_HINT_GPUS):
+        counts.add(p.gpus)
+    found = set()
+    for g in counts:
+        for tp in {1, p.tensor_parallel, g}:
+            for pp in {1, p.pipeline_parallel}:
+                if tp * pp <= g and g % (tp * pp) == 0 and (g, tp, pp) != own:
+                    found.add((g, tp, pp))
+    # Fewest cards idle first, then the least parallelism (least communication).
+    return sorted(found, key=lambda k: (-k[0], k[1] * k[2], k[1]))
 
 
 def _estimate_for(key, spec, context, checkpoint, estimates):
@@ -75,6 +82,8 @@ def _estimate_for(key, spec, context, checkpoint, estimates):
 
 
 def _best_hint(c: Candidate, spec, est, context, checkpoint, estimates) -> PlacementHint | None:
+    """The first placement (in _placements' order) that makes the card fit, else the first
+    that leaves it needing verification, else None."""
     best = None
     for key in _placements(spec, c.offer.gpu_count):
         found = _estimate_for(key, spec, context, checkpoint, estimates)
@@ -82,17 +91,14 @@ def _best_hint(c: Candidate, spec, est, context, checkpoint, estimates) -> Place
             continue
         alt_spec, alt_est = found
         alt = classify_offer(alt_spec, alt_est, c.offer, c.gpu, c.cost, context)
-        if alt.status == EXCLUDED:
+        if alt.status == EXCLUDED or (best is not None and alt.status != FIT):
             continue
-        g, tp, pp = key
-        # Best status first; then the placement that leaves fewest cards idle but paid; then
-        # the least parallelism (least communication).
-        rank = (STATUS_ORDER[alt.status], -g, tp * pp, tp)
-        if best is None or rank < best[0]:
-            best = (rank, key, alt)
+        best = (key, alt)
+        if alt.status == FIT:
+            break
     if best is None:
         return None
-    _, (g, tp, pp), alt = best
+    (g, tp, pp), alt = best
     return PlacementHint(
         g, tp, pp, alt.status, alt.usable_bytes, alt.peak_gpu_bytes, _hint_text(c, g, tp, pp, alt)
     )
