@@ -298,11 +298,11 @@ async def test_shortlist_tab_ranks_fits_first_and_shows_the_selected_candidate(c
         table = app.query_one("#shortlist-table", DataTable)
         keys = [row.key.value for row in table.ordered_rows]
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
-        statuses = [r[0] for r in rows]
+        statuses = [r[1] for r in rows]  # columns: #, status, total cost, offer, why
         order = {"fit": 0, "needs verification": 1, "excluded": 2}
         assert statuses == sorted(statuses, key=order.__getitem__)
-        fits = [r for r in rows if r[0] == "fit"]
-        assert fits and [r[1] for r in fits] == [str(i) for i in range(1, len(fits) + 1)]
+        fits = [r for r in rows if r[1] == "fit"]
+        assert fits and [r[0] for r in fits] == [str(i) for i in range(1, len(fits) + 1)]
         assert {"seed-rtx-4090-x1", "seed-rtx-6000-ada-x1"} <= set(keys)
         sl = app.session.results.shortlist
         assert keys == [c.offer.id for c in sl.candidates]

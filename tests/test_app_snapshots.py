@@ -64,10 +64,12 @@ def test_sizing_llama_chat(snap_compare, catalog, tmp_path):
     assert snap_compare(app, terminal_size=LARGE, run_before=no_blink)
 
 
-def test_shortlist(snap_compare, catalog, tmp_path):
-    """Shortlist tab on the seed at 80x24: ranked fits first, the first candidate's evidence."""
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "120x40"])
+def test_shortlist(snap_compare, catalog, tmp_path, size):
+    """Shortlist tab on the seed: ranked fits first with the total cost on screen, the sample
+    data banner, the first candidate's evidence."""
     app = make_app(catalog, tmp_path)
-    assert snap_compare(app, press=["f6"], terminal_size=SMALL, run_before=no_blink)
+    assert snap_compare(app, press=["f6"], terminal_size=size, run_before=no_blink)
 
 
 def test_invalid_field(snap_compare, catalog, tmp_path):

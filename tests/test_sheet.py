@@ -287,7 +287,7 @@ quantity = "item"
 item = "overhead.cuda_context"
 bytes = 600000000
 counter = "NVML process memory before the first tensor"
-device = "NVIDIA L40S"
+device = "NVIDIA RTX A6000"
 source = "feed"
 
 [[measured]]
@@ -451,17 +451,19 @@ def test_markdown_stays_within_its_line_budget(path):
 
 def test_evidence_is_cited_in_short_with_the_full_source_kept():
     md, doc = both(LLAMA)
-    # The top fit offer's usable-memory figure, with a source label and the URL's tail; the
-    # full source (a quote and the whole URL) is the label's tooltip in HTML only.
-    assert "**#1**: NVIDIA L40S cuda total = 44.53 GiB (verified figure; PyTorch OOM" in md
+    # The top fit offers' usable-memory figures, with a source label and the URL's tail; the
+    # full source (a quote and the whole URL) is the label's tooltip in HTML only. #1 is fit on
+    # an unverified figure whose whole bounded range holds the estimate (capacity_bounds).
+    assert "**#1**: NVIDIA RTX A6000 nvml total = 49140 MiB (unverified figure; not located" in md
+    assert "**#2**: NVIDIA L40S cuda total = 44.53 GiB (verified figure; PyTorch OOM" in md
     assert "github.com/…/issues/205)" in md and "https://" not in md
     assert (
         'title="PyTorch OOM message &#x27;total capacity&#x27; quoted in https://github.com/' in doc
     )
     assert "Offer evidence: illustrative sample data shipped with vramtui, vramtui catalogue " in md
     # Needs verification: the cheapest three with what to check, then a count.
-    assert "13 need verification (the 3 cheapest, with what to check; 10 more" in md
-    assert "read torch.cuda.mem_get_info() on the node" in md
+    assert "5 need verification (the 3 cheapest, with what to check; 2 more" in md
+    assert "327.60 EUR: convert 327.60 EUR to USD to rank it" in md
     assert "**8 excluded** by an established failure" in md
 
 

@@ -17,10 +17,18 @@ class Cost:
     currency: str
     purchases: tuple[tuple[str, int], ...]  # (plan name, how many)
     hours_covered: float
+    per_hour: float | None = None  # the hourly price when only hourly plans are bought
 
     def describe(self) -> str:
         parts = " + ".join(f"{n} x {name}" for name, n in self.purchases)
-        return f"{self.total:,.2f} {self.currency} ({parts}, covers {self.hours_covered:g} h)"
+        rate = f", {self.per_hour:,.2f} {self.currency}/h" if self.per_hour is not None else ""
+        return f"{self.total:,.2f} {self.currency} ({parts}, covers {self.hours_covered:g} h{rate})"
+
+    def short(self) -> str:
+        """The total package cost with its currency, and the hourly price when billed by the
+        hour: "5.28 USD (0.22 USD/h)"."""
+        rate = f" ({self.per_hour:,.2f} {self.currency}/h)" if self.per_hour is not None else ""
+        return f"{self.total:,.2f} {self.currency}{rate}"
 
 
 # Enumerate at most this many combinations of the other plans; beyond, price by table.
@@ -62,7 +70,11 @@ def cheapest_cover(plans: tuple[Plan, ...], hours: int) -> Cost | None:
         total = rest_cost + bulk * plans[b].price
     purchases = tuple((p.name, n) for p, n in zip(plans, counts) if n)
     covered = sum(p.hours * n for p, n in zip(plans, counts))
-    return Cost(round(total, 2), currency, purchases, covered)
+    bought = [p for p, n in zip(plans, counts) if n]
+    per_hour = None
+    if bought and all(p.kind == "hourly" and p.hours == 1 for p in bought):
+        per_hour = round(total / covered, 4)
+    return Cost(round(total, 2), currency, purchases, covered, per_hour)
 
 
 def _cover_by_combinations(plans, steps, b, bounds, hours) -> tuple[float, list]:

@@ -432,8 +432,9 @@ def _catalog_dir(args) -> Path | None:
     return models if is_dir(models) else None
 
 
-def _spec_and_estimate(args):
-    """The spec (file or built-in, with overrides), its architecture and its estimate."""
+def _spec_and_estimate(args, with_checkpoint: bool = False):
+    """The spec (file or built-in, with overrides), its architecture and its estimate (and
+    the local checkpoint's CheckpointInfo, or None, when `with_checkpoint`)."""
     from vramtui.ledger import estimate
     from vramtui.models.resolve import resolve_model
     from vramtui.spec import validate_against_architecture
@@ -451,6 +452,8 @@ def _spec_and_estimate(args):
         )
     if arch is not None:
         validate_against_architecture(spec, arch, args.spec or "the command line")
+    if with_checkpoint:
+        return spec, arch, estimate(spec, arch, checkpoint), checkpoint
     return spec, arch, estimate(spec, arch, checkpoint)
 
 
@@ -542,9 +545,11 @@ def cmd_shortlist(args) -> int:
             f"--days must be a positive number of days, at most vramtui's limit of "
             f"{MAX_DAYS:,}, got {args.days:g}; give a campaign of 1 to {MAX_DAYS:,} days"
         )
-    spec, arch, est = _spec_and_estimate(args)
+    spec, arch, est, checkpoint = _spec_and_estimate(args, with_checkpoint=True)
     catalog = _load_catalog(args)
-    sl = shortlist(spec, est, catalog, arch=arch, days=args.days, today=today)
+    sl = shortlist(
+        spec, est, catalog, arch=arch, days=args.days, today=today, checkpoint=checkpoint
+    )
     if args.json:
         _print_json(shortlist_to_dict(sl))
         return 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console, Group
 from rich.segment import Segment
 from rich.table import Table
@@ -10,7 +9,6 @@ from rich.text import Text
 
 from vramtui.ledger.items import STAGE_LABELS, Estimate
 from vramtui.ledger.simple import SimpleEstimate
-from vramtui.render_lists import FittedTable, ListColumn
 from vramtui.safe_text import has_unsafe, safe_text
 from vramtui.units import format_bytes, format_bytes_readable
 
@@ -237,8 +235,86 @@ def print_renderable(renderable, width: int | None = None) -> None:
 
 SHORTLIST_STYLE = {"fit": "green", "needs_verification": "yellow", "excluded": "red"}
 
+ILLUSTRATIVE_BANNER = "Illustrative sample data (not a quote): rows marked 'sample'"
+
+
+def illustrative_banner(sl) -> str | None:
+    """The banner for a list that holds sample offers, or None."""
+    return ILLUSTRATIVE_BANNER if any(c.illustrative for c in sl.candidates) else None
+
+
+def cost_text(c) -> str:
+    """The total package cost with its currency (and "/h" when billed by the hour)."""
+    return c.cost.short() if c.cost else "no price"
+
+
+def candidate_notes(c) -> list[str]:
+    """What the list row says besides the status: cards idle but paid."""
+    if c.idle_gpus and c.status != "excluded":
+        return [f"{c.idle_gpus} idle but paid"]
+    return []
+
+
+def _offer_cell(c) -> Text:
+    """Title, the full offer id (never cut: it is what --detail takes), the provider."""
+    t = Text(c.offer.title)
+    t.append(f"\n{c.offer.id}", style="bold")
+    t.append(f"\n{c.offer.provider}", style="dim")
+    return t
+
+
+def _cost_cell(c, plans: bool = True) -> Text:
+    """Total with currency; the hourly price; the plans bought; "sample" for sample offers."""
+    if c.cost is None:
+        t = Text("no price")
+    else:
+        t = Text(f"{c.cost.total:,.2f} {c.cost.currency}")
+        if c.cost.per_hour is not None:
+            t.append(f"\n{c.cost.per_hour:,.2f} {c.cost.currency}/h")
+        if plans:
+            t.append("\n" + ", ".join(f"{n} x {name}" for name, n in c.cost.purchases), style="dim")
+    if c.illustrative:
+        t.append("\nsample", style="yellow")
+    return t
+
+
+# "2,620.80 USD", "0.88 USD/h": the plans bought wrap under them, so that the offer id keeps
+# its width at 80 columns.
+COST_WIDTH = 14
+
+
+# The last column of every list keeps at least this many characters.
+LAST_COLUMN_MIN = 16
+
+
+def _offer_column(table: Table, sl, width: int, fixed: int) -> int:
+    """Add the offer column; return the width for the last column. The offer column is
+    as wide as the longest offer id where the terminal allows (an id is what --detail
+    takes: it must stay whole); `fixed` is what the borders and the other columns but the
+    last take. (A fixed last column, rather than a minimum on this one: Rich crops a table
+    whose minimum widths it cannot honour.)"""
+    longest = max((len(c.offer.id) for c in sl.candidates), default=10)
+    table.add_column("offer", overflow="fold")
+    return max(LAST_COLUMN_MIN, width - fixed - longest)
+
+
+class _ShortlistView:
+    """The shortlist laid out for the width it is printed at."""
+
+    def __init__(self, sl, est: Estimate, unit: str, detail: str | None) -> None:
+        self.args = (sl, est, unit, detail)
+
+    def __rich_console__(self, console, options):
+        yield Group(*_shortlist_parts(*self.args, width=options.max_width))
+
 
 def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | None = None) -> Group:
+    """The shortlist for the headless command: the fit list, then needs verification, then
+    excluded, each with the total cost; offer ids whole at 80 columns."""
+    return Group(_ShortlistView(sl, est, unit, detail))
+
+
+def _shortlist_parts(sl, est: Estimate, unit: str, detail: str | None, width: int) -> list:
     from vramtui.shortlist import EXCLUDED, FIT, VERIFY
 
     parts = []
@@ -250,41 +326,36 @@ def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | Non
         f"GPU (estimated); campaign {sl.days:g} day(s) ({sl.days_source})"
     )
     parts.append(head)
-
-    # Offer ids are printed whole (for `--detail OFFER_ID`), in a column as wide as the longest.
-    offer_width = max([len(c.offer.id) for c in sl.candidates] + [5])
+    banner = illustrative_banner(sl)
+    if banner:
+        parts.append(Text(banner, style="bold yellow"))
 
     fits = sl.with_status(FIT)
-    t = FittedTable(
-        f"fit — ranked by total cost ({sl.currency or '-'}), then margin, then lead time",
-        [
-            ListColumn("#", "right", no_wrap=True),
-            ListColumn("offer id"),
-            ListColumn("total cost", "right", no_wrap=True),
-            ListColumn("margin (estimated)", "right"),
-            ListColumn("lead time"),
-            ListColumn("plans bought"),
-            ListColumn("offer"),
-            ListColumn("provider"),
-        ],
-        [
-            [
-                str(c.rank),
-                c.offer.id,
-                f"{c.cost.total:,.2f} {c.cost.currency}" if c.cost else "no price",
-                f"{format_bytes(c.effective_margin_bytes, unit)} ({c.effective_margin_fraction:.0%})",
-                f"{c.lead_time_hours:g} h" if c.lead_time_hours is not None else "not documented",
-                ", ".join(f"{n} x {name}" for name, n in c.cost.purchases) if c.cost else "",
-                c.offer.title,
-                c.offer.provider,
-            ]
-            for c in fits
-        ],
-        drop_order=("provider", "offer", "plans bought", "lead time"),
-        key=1,
-        table_box=box.HEAVY_HEAD,
+    t = Table(
+        title=f"fit — ranked by total cost ({sl.currency or '-'}), then margin, then lead time",
+        title_justify="left",
         title_style=SHORTLIST_STYLE[FIT],
     )
+    rank_width = len(str(len(fits)))
+    t.add_column("#", justify="right")
+    last = _offer_column(t, sl, width, 13 + rank_width + COST_WIDTH)
+    t.add_column("total cost", justify="right", max_width=COST_WIDTH)
+    t.add_column("margin (estimated), lead time, notes", overflow="fold", width=last)
+    for c in fits:
+        lead = (
+            f"lead time {c.lead_time_hours:g} h"
+            if c.lead_time_hours is not None
+            else "lead time not documented"
+        )
+        margin = (
+            f"{format_bytes(c.effective_margin_bytes, unit)} ({c.effective_margin_fraction:.0%})"
+        )
+        t.add_row(
+            str(c.rank),
+            _offer_cell(c),
+            _cost_cell(c),
+            Text("\n".join([margin, lead, *candidate_notes(c)])),
+        )
     parts.append(
         t if fits else Text("No candidate is fit on every requirement.", style=SHORTLIST_STYLE[FIT])
     )
@@ -296,31 +367,43 @@ def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | Non
             title_justify="left",
             title_style=SHORTLIST_STYLE[VERIFY],
         )
-        v.add_column("offer", width=offer_width + 2)
-        v.add_column("total cost", justify="right")
-        v.add_column("conditions", overflow="fold", ratio=2)
+        last = _offer_column(v, sl, width, 10 + COST_WIDTH)
+        v.add_column("total cost", justify="right", max_width=COST_WIDTH)
+        v.add_column("conditions", overflow="fold", width=last)
         for c in verify:
             v.add_row(
-                Text(f"{c.offer.title}\n({c.offer.id})"),
-                c.cost.describe() if c.cost else "no price",
-                Text("\n".join(f"{r.name}: {r.condition}" for r in c.conditions)),
+                _offer_cell(c),
+                _cost_cell(c),
+                Text(
+                    "\n".join(
+                        [*(f"{r.name}: {r.condition}" for r in c.conditions), *candidate_notes(c)]
+                    )
+                ),
             )
         parts.append(v)
     excluded = sl.with_status(EXCLUDED)
     if excluded:
         x = Table(
-            title="excluded — the failing requirement",
+            title="excluded — the failing requirement (a placement hint where another placement "
+            "would fit; not ranked, the choice is yours)",
             title_justify="left",
             title_style=SHORTLIST_STYLE[EXCLUDED],
         )
-        x.add_column("offer", width=offer_width + 2)
-        x.add_column("failing requirement", overflow="fold", ratio=2)
+        last = _offer_column(x, sl, width, 10 + COST_WIDTH)
+        x.add_column("total cost", justify="right", max_width=COST_WIDTH)
+        x.add_column("failing requirement", overflow="fold", width=last)
         for c in excluded:
-            x.add_row(
-                Text(f"{c.offer.title}\n({c.offer.id})"),
-                Text("\n".join(f"{r.name}: {r.detail}" for r in c.failing)),
-            )
+            why = Text("\n".join(f"{r.name}: {r.detail}" for r in c.failing))
+            if c.placement_hint:
+                why.append(f"\nplacement hint: {c.placement_hint.text}", style="cyan")
+            x.add_row(_offer_cell(c), _cost_cell(c, plans=False), why)
         parts.append(x)
+    parts += _shortlist_tail(sl, detail)
+    return parts
+
+
+def _shortlist_tail(sl, detail: str | None) -> list:
+    parts = []
     if detail:
         match = [c for c in sl.candidates if c.offer.id == detail]
         if match:
@@ -337,7 +420,7 @@ def shortlist_renderable(sl, est: Estimate, unit: str = "gib", detail: str | Non
             style="dim",
         )
     )
-    return Group(*parts)
+    return parts
 
 
 def candidate_detail(c) -> Group:
@@ -375,6 +458,15 @@ def candidate_detail(c) -> Group:
         t.add_row(
             Text(p.name), Text(met), Text(p.detail + " (a preference never changes the status)")
         )
+    hint = c.placement_hint
+    if hint is not None:
+        t.add_row(
+            Text("placement hint (not ranked: the spec's placement is yours to change)"),
+            Text(STATUS_LABELS[hint.status], style=SHORTLIST_STYLE[hint.status]),
+            Text(hint.text),
+        )
+    if c.illustrative:
+        t.add_row(Text("price"), Text("sample"), Text(ILLUSTRATIVE_BANNER.split(":")[0]))
     ev = Text()
     ev.append("offer evidence\n", style="bold")
     for e in c.offer.evidence:

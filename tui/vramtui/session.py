@@ -424,7 +424,7 @@ def compute(spec: Spec, base_dir: Path | None, catalog, days, today) -> Results:
     if catalog is not None:
         from vramtui.shortlist import shortlist
 
-        sl = shortlist(spec, est, catalog, arch=arch, days=days, today=today)
+        sl = shortlist(spec, est, catalog, arch=arch, days=days, today=today, checkpoint=checkpoint)
     from vramtui.ledger.reserve_check import manual_reserve_shortfall
 
     return Results(

@@ -12,15 +12,17 @@ from __future__ import annotations
 import datetime
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vramtui import __version__
 from vramtui.campaign_cost import Cost, cheapest_cover
+from vramtui.capacity_bounds import BOUND_SOURCE, usable_bounds
 from vramtui.catalog import Catalog, Gpu, Offer
 from vramtui.errors import SpecError
 from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import STAGE_LABELS, Estimate
 from vramtui.limits import MAX_DAYS
+from vramtui.shortlist_json import shortlist_to_dict  # noqa: F401  (its home before)
 from vramtui.units import format_bytes
 
 FIT = "fit"
@@ -50,6 +52,25 @@ class Preference:
 
 
 @dataclass(frozen=True)
+class PlacementHint:
+    """Another placement on the same offer under which an excluded card is no longer
+    excluded; shown beside the excluded entry, never ranked (the user decides)."""
+
+    gpus: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    status: str  # fit | needs_verification under that placement
+    usable_bytes: int
+    peak_gpu_bytes: int
+    text: str  # one line: "fits with tensor_parallel=1 on 1 GPU: ..."
+
+
+def is_illustrative(offer: Offer) -> bool:
+    """Sample offers shipped with vramtui say so in their evidence source."""
+    return any("illustrative sample data" in e.source.lower() for e in offer.evidence)
+
+
+@dataclass(frozen=True)
 class Candidate:
     offer: Offer
     gpu: Gpu
@@ -61,6 +82,13 @@ class Candidate:
     peak_gpu_bytes: int
     effective_margin_bytes: int
     rank: int | None = None
+    idle_gpus: int = 0  # cards of the offer the spec's placement leaves idle (still paid)
+    placement_hint: PlacementHint | None = None  # excluded by placement alone: what would fit
+
+    @property
+    def illustrative(self) -> bool:
+        """The offer is sample data shipped with vramtui, not a quote."""
+        return is_illustrative(self.offer)
 
     @property
     def effective_margin_fraction(self) -> float:
@@ -131,66 +159,114 @@ def _offer_evidence(offer: Offer) -> tuple[dict, ...]:
     )
 
 
+def _outcome(peak: int, usable: int, margin: float) -> str:
+    """What the comparison says at one value of the card's total: fits at the spec's margin,
+    fits only inside the margin, or does not fit."""
+    if peak > usable:
+        return "over"
+    if peak > int(usable * (1 - margin)):
+        return "inside"
+    return "fit"
+
+
+def _bound_evidence(gpu: Gpu, bounds, peak: int, margin: float, same: bool) -> dict:
+    at = f" at the {margin:.0%} margin" if margin else ""
+    answer = (
+        f"the answer{at} is the same at both ends"
+        if same
+        else f"the answer{at} changes inside this range"
+    )
+    return {
+        "kind": "bound",
+        "claim": f"{gpu.name} allocatable total between {format_bytes(bounds.low)} and "
+        f"{format_bytes(bounds.high)} ({bounds.basis}); peak {format_bytes(peak)}: {answer}",
+        "source": BOUND_SOURCE,
+        "version": __version__,
+        "scope": "uncertainty of an unverified catalogue figure",
+    }
+
+
 def memory_requirement(est: Estimate, spec, offer: Offer, gpu: Gpu, scope: str):
-    """Per-GPU memory of the worst stage against the card's usable bytes with the margin."""
+    """Per-GPU memory of the worst stage against the card's usable bytes with the margin.
+
+    An unverified capacity figure blocks "fit" only when its bounded uncertainty
+    (vramtui.capacity_bounds) could change the answer: the comparison is made at both ends
+    of the range the real total lies in, and at the catalogued figure itself.
+    """
     peak = est.peak_bytes
     fig = gpu.usable()
     usable = fig.bytes
     margin = spec.headroom.margin_fraction
     allowed = int(usable * (1 - margin))
     need_gpus = spec.placement.gpus
+    bounds = usable_bounds(gpu)
+    stated = _outcome(peak, usable, margin)
+    if bounds is None:
+        low = high = None
+        same = False
+    else:
+        low, high = _outcome(peak, bounds.low, margin), _outcome(peak, bounds.high, margin)
+        same = low == high
     evidence = (_estimate_evidence(est, scope), _figure_evidence(gpu, fig))
+    if bounds is not None and not bounds.exact:
+        evidence += (_bound_evidence(gpu, bounds, peak, margin, same),)
     compare = (
         f"{format_bytes(peak)} per GPU at {STAGE_LABELS[est.peak_stage]} vs "
         f"{format_bytes(usable)} usable ({fig.quantity.replace('_', ' ')} {fig.as_written})"
         + (f" less a {margin:.0%} margin = {format_bytes(allowed)}" if margin else "")
     )
-    if peak > usable:
+    name = "memory per GPU at the worst stage"
+    if stated == "over" and (bounds is None or high == "over"):
         detail = f"does not fit: {compare}"
         if need_gpus == 1 and offer.gpu_count > 1:
             detail += (
                 f"; {offer.gpu_count} cards with no placement are {offer.gpu_count} separate "
                 "memories, not one: set tensor/pipeline parallelism or ZeRO/FSDP in the spec"
             )
-        return (
-            Requirement("memory", "memory per GPU at the worst stage", EXCLUDED, detail, evidence),
-            usable,
-            peak,
-        )
+        return Requirement("memory", name, EXCLUDED, detail, evidence), usable, peak
     conditions = []
     if est.unknown_items:
         conditions.append(
             "measure the unknown items (" + ", ".join(i.name for i in est.unknown_items) + ")"
         )
-    if fig.quantity != "cuda_total":
+    if bounds is None:
         conditions.append(
             f"the allocatable total of the {gpu.name} is not catalogued (only its "
             f"{fig.quantity.replace('_', ' ')}): read torch.cuda.mem_get_info() on the node"
         )
-    elif not fig.verified:
-        conditions.append(f"confirm the {gpu.name} total ({fig.as_written}) on the node")
-    if peak > allowed:
+    elif not same:
+        where = (
+            f"between {format_bytes(bounds.low)} and {format_bytes(bounds.high)} "
+            f"({bounds.basis}) the answer changes"
+        )
+        if fig.quantity != "cuda_total":
+            conditions.append(
+                f"the allocatable total of the {gpu.name} is not catalogued (only its "
+                f"{fig.quantity.replace('_', ' ')} {fig.as_written}); {where}: read "
+                "torch.cuda.mem_get_info() on the node"
+            )
+        else:
+            conditions.append(
+                f"confirm the {gpu.name} total ({fig.as_written}) on the node; {where}"
+            )
+    if stated == "inside":
         conditions.append(f"the estimate is inside the {margin:.0%} margin: measure the peak")
+    if stated == "over":
+        status_detail = f"does not fit on the catalogued figure, which is unverified: {compare}"
+    else:
+        status_detail = f"fits on paper: {compare}" if conditions else f"fits: {compare}"
+    if bounds is not None and not bounds.exact and same and low == "fit":
+        status_detail += (
+            f"; {bounds.basis}: fits anywhere from {format_bytes(bounds.low)} to "
+            f"{format_bytes(bounds.high)}"
+        )
     if conditions:
         return (
-            Requirement(
-                "memory",
-                "memory per GPU at the worst stage",
-                VERIFY,
-                f"fits on paper: {compare}",
-                evidence,
-                "; ".join(conditions),
-            ),
+            Requirement("memory", name, VERIFY, status_detail, evidence, "; ".join(conditions)),
             usable,
             peak,
         )
-    return (
-        Requirement(
-            "memory", "memory per GPU at the worst stage", FIT, f"fits: {compare}", evidence
-        ),
-        usable,
-        peak,
-    )
+    return Requirement("memory", name, FIT, status_detail, evidence), usable, peak
 
 
 def length_requirement(spec, arch) -> Requirement:
@@ -592,6 +668,43 @@ def currency_requirement(cost: Cost | None, currency: str | None, offer: Offer):
 # ------------------------------------------------------------------------------------ driver
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What every offer's classification shares: the model, the campaign and the scope."""
+
+    arch: object
+    days: float
+    today: datetime.date
+    currency: str | None
+    scope: str
+
+
+def classify_offer(spec, est: Estimate, offer: Offer, gpu: Gpu, cost, context) -> Candidate:
+    """Every requirement of one offer against `spec` and its estimate `est`."""
+    mem, usable, peak = memory_requirement(est, spec, offer, gpu, context.scope)
+    reqs = [
+        mem,
+        length_requirement(spec, context.arch),
+        format_requirement(spec, gpu),
+        placement_requirement(spec, offer),
+    ]
+    reqs += host_requirements(spec, est, context.arch, offer)
+    software, prefs = software_checks(spec, offer, gpu)
+    for extra in (
+        budget_requirement(spec, cost, offer),
+        schedule_requirement(spec, offer, context.days, context.today),
+        software,
+        currency_requirement(cost, context.currency, offer),
+    ):
+        if extra is not None:
+            reqs.append(extra)
+    status = max((r.status for r in reqs), key=STATUS_ORDER.__getitem__)
+    idle = max(0, offer.gpu_count - spec.placement.gpus)
+    return Candidate(
+        offer, gpu, status, tuple(reqs), prefs, cost, usable, peak, usable - peak, idle_gpus=idle
+    )
+
+
 def shortlist(
     spec,
     est: Estimate,
@@ -599,8 +712,10 @@ def shortlist(
     arch=None,
     days: float | None = None,
     today: datetime.date | None = None,
+    checkpoint=None,
 ) -> Shortlist:
-    """Classify every offer of `catalog` against `spec` (with its estimate `est`)."""
+    """Classify every offer of `catalog` against `spec` (with its estimate `est`; `checkpoint`
+    is the local model directory's CheckpointInfo the estimate used, for the placement hints)."""
     today = today or datetime.date.today()
     if days is not None:
         days_source = "--days"
@@ -625,27 +740,14 @@ def shortlist(
     )
     costs = {o.id: cheapest_cover(o.plans, hours) for o in catalog.offers.values()}
     currency = spec.campaign.currency or _common_currency(costs.values())
-    length = length_requirement(spec, arch)
-    candidates = []
-    for offer in catalog.offers.values():
-        gpu = catalog.gpu_for(offer)
-        cost = costs[offer.id]
-        mem, usable, peak = memory_requirement(est, spec, offer, gpu, scope)
-        reqs = [mem, length, format_requirement(spec, gpu), placement_requirement(spec, offer)]
-        reqs += host_requirements(spec, est, arch, offer)
-        software, prefs = software_checks(spec, offer, gpu)
-        for extra in (
-            budget_requirement(spec, cost, offer),
-            schedule_requirement(spec, offer, days, today),
-            software,
-            currency_requirement(cost, currency, offer),
-        ):
-            if extra is not None:
-                reqs.append(extra)
-        status = max((r.status for r in reqs), key=STATUS_ORDER.__getitem__)
-        candidates.append(
-            Candidate(offer, gpu, status, tuple(reqs), prefs, cost, usable, peak, usable - peak)
-        )
+    context = _Context(arch, days, today, currency, scope)
+    candidates = [
+        classify_offer(spec, est, offer, catalog.gpu_for(offer), costs[offer.id], context)
+        for offer in catalog.offers.values()
+    ]
+    from vramtui.placement_hint import with_placement_hints
+
+    candidates = with_placement_hints(candidates, spec, est, context, checkpoint)
     ranked = sorted(
         (c for c in candidates if c.status == FIT),
         key=lambda c: (
@@ -672,8 +774,6 @@ def shortlist(
 
 
 def _with_rank(c: Candidate, rank: int) -> Candidate:
-    from dataclasses import replace
-
     return replace(c, rank=rank)
 
 
@@ -683,57 +783,3 @@ def _common_currency(costs) -> str | None:
         if c is not None:
             counts[c.currency] = counts.get(c.currency, 0) + 1
     return max(sorted(counts), key=counts.get) if counts else None
-
-
-# ------------------------------------------------------------------------------------ output
-
-
-def shortlist_to_dict(sl: Shortlist) -> dict:
-    out = []
-    for c in sl.candidates:
-        out.append(
-            {
-                "offer": c.offer.id,
-                "provider": c.offer.provider,
-                "title": c.offer.title,
-                "gpu": c.gpu.id,
-                "gpu_count": c.offer.gpu_count,
-                "interconnect": c.offer.interconnect,
-                "status": c.status,
-                "rank": c.rank,
-                "total_cost": c.cost.total if c.cost else None,
-                "currency": c.cost.currency if c.cost else None,
-                "cost_breakdown": c.cost.describe() if c.cost else None,
-                "usable_bytes_per_gpu": c.usable_bytes,
-                "peak_bytes_per_gpu": c.peak_gpu_bytes,
-                "effective_margin_bytes": c.effective_margin_bytes,
-                "effective_margin_fraction": round(c.effective_margin_fraction, 4),
-                "lead_time_hours": c.lead_time_hours,
-                "requirements": [
-                    {
-                        "key": r.key,
-                        "name": r.name,
-                        "status": r.status,
-                        "detail": r.detail,
-                        "condition": r.condition or None,
-                        "evidence": list(r.evidence),
-                    }
-                    for r in c.requirements
-                ],
-                "preferences": [
-                    {"name": p.name, "met": p.met, "detail": p.detail} for p in c.preferences
-                ],
-            }
-        )
-    return {
-        "schema_version": 1,
-        "units": "bytes (1 GB = 10^9 B, 1 GiB = 2^30 B)",
-        "days": sl.days,
-        "days_source": sl.days_source,
-        "ranking_currency": sl.currency,
-        "ranking": "fit candidates only, by total package cost, then effective margin at the "
-        "worst stage, then documented lead time; price says nothing about speed",
-        "estimate_scope": sl.estimate_scope,
-        "catalogue_problems": list(sl.problems),
-        "candidates": out,
-    }

@@ -9,7 +9,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from vramtui.app.messages import CandidateSelected
-from vramtui.render import SHORTLIST_STYLE, candidate_detail
+from vramtui.render import SHORTLIST_STYLE, candidate_detail, cost_text, illustrative_banner
 from vramtui.shortlist import STATUS_LABELS
 from vramtui.units import format_bytes_readable
 
@@ -30,11 +30,12 @@ class ShortlistPane(Vertical):
 
     def on_mount(self) -> None:
         t = self.query_one("#shortlist-table", DataTable)
+        # The total cost comes before the offer's title, so that it is on screen at 80 columns.
         for key, label in (
-            ("status", "status"),
             ("rank", "#"),
-            ("offer", "offer"),
+            ("status", "status"),
             ("cost", "total cost"),
+            ("offer", "offer"),
             ("why", "margin / what to check / why not"),
         ):
             t.add_column(label, key=key)
@@ -44,9 +45,11 @@ class ShortlistPane(Vertical):
         if shortlist is None:
             self.query_one("#shortlist-title", Static).update("No catalogue loaded.")
             return
-        self.query_one("#shortlist-title", Static).update(
-            f"{sl_heading(shortlist)} — price says nothing about speed"
-        )
+        title = Text(f"{sl_heading(shortlist)} — price says nothing about speed")
+        banner = illustrative_banner(shortlist)
+        if banner:
+            title.append(f"\n{banner}", style="bold yellow")
+        self.query_one("#shortlist-title", Static).update(title)
         t = self.query_one("#shortlist-table", DataTable)
         cursor = t.cursor_row
         t.clear()
@@ -60,14 +63,16 @@ class ShortlistPane(Vertical):
                 why = "; ".join(r.condition for r in c.conditions)
             else:
                 why = "; ".join(f"{r.name}: {r.detail}" for r in c.failing)
+                if c.placement_hint:
+                    why = f"placement hint: {c.placement_hint.text} | {why}"
+            offer = c.offer.title
+            if c.idle_gpus and c.status != "excluded":
+                offer += f" ({c.idle_gpus} idle but paid)"
             t.add_row(
-                Text(STATUS_LABELS[c.status], style=SHORTLIST_STYLE[c.status]),
                 str(c.rank or ""),
-                Text(f"{c.offer.title} · {c.offer.provider}"),
-                Text(
-                    f"{c.cost.total:,.2f} {c.cost.currency}" if c.cost else "no price",
-                    justify="right",
-                ),
+                Text(STATUS_LABELS[c.status], style=SHORTLIST_STYLE[c.status]),
+                Text(cost_text(c) + (" · sample" if c.illustrative else ""), justify="right"),
+                Text(f"{offer} · {c.offer.provider}"),
                 Text(why),
                 key=c.offer.id,
             )
