@@ -93,7 +93,8 @@ def test_help(snap_compare, catalog, tmp_path):
     assert snap_compare(app, press=["f1"], terminal_size=LARGE, run_before=no_blink)
 
 
-def test_triage_tab(snap_compare, catalog, tmp_path):
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "120x40"])
+def test_triage_tab(snap_compare, catalog, tmp_path, size):
     """Triage tab after reading a current-form PyTorch OOM against the chat spec."""
     log = (REPO / "tests" / "triage_logs" / "pytorch_cuda_current_generate.log").read_text()
 
@@ -106,7 +107,7 @@ def test_triage_tab(snap_compare, catalog, tmp_path):
         await pilot.pause()
 
     assert snap_compare(
-        make_app(catalog, tmp_path, CHAT_SPEC), terminal_size=LARGE, run_before=read
+        make_app(catalog, tmp_path, CHAT_SPEC), terminal_size=size, run_before=read
     )
 
 
