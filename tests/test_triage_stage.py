@@ -471,6 +471,16 @@ def test_snippet_quoted_after_the_message():
     assert v.phase == "load" and v.line_no == 6 and "quoted after the error" in v.reason
 
 
+def test_snippet_after_the_message_that_loads_then_trains_does_not_decide():
+    text = (
+        f"{OOM}\nMy script:\n"
+        "model = AutoModelForCausalLM.from_pretrained(name)\n"
+        "trainer = Trainer(model=model, args=args)\n"
+        "trainer.train()"
+    )
+    assert phase(text).phase == "unknown"
+
+
 def test_inference_call_in_a_notebook_cell():
     text = (
         "gen = tts.tts_with_preset(text, voice_samples=None, preset=preset)\n\n"

@@ -258,9 +258,12 @@ def _from_log_after(log: CleanLog, event_idx: int) -> PhaseVerdict | None:
 
 
 def _from_code_after(log: CleanLog, event_idx: int) -> PhaseVerdict | None:
-    """A reproduction snippet quoted after the error (issue templates put the error first): its
-    code lines, nearest first, until a new traceback."""
+    """A reproduction snippet quoted after the error (issue templates put the error first).
+    Which of its lines failed is not shown, so it decides only when every line of it that says
+    something says the same stage (a snippet that loads and then trains or generates does not
+    decide). Read until a new traceback."""
     lines = log.lines
+    first: tuple[int, str, str] | None = None
     for j in range(event_idx + 1, min(len(lines), event_idx + 1 + AFTER_CONTEXT_LINES)):
         text = lines[j][:600]
         if TB_HEADER.match(text):
@@ -268,10 +271,20 @@ def _from_code_after(log: CleanLog, event_idx: int) -> PhaseVerdict | None:
         if parse_header(text):
             continue
         hit = rules.snippet_rule(text)
-        if hit:
-            phase, why = hit
-            return _line_verdict(log, j, phase, f"{why} (a code line quoted after the error)")
-    return None
+        if hit is None and rules.RE_TRAIN_LOOP_CODE.search(text):
+            hit = ("train_forward", "")
+        if hit is None:
+            continue
+        if first is None:
+            first = (j, *hit)
+        elif hit[0] != first[1]:
+            return None
+    if first is None:
+        return None
+    j, phase, why = first
+    return _line_verdict(
+        log, j, phase, f"{why} (the only stage the code quoted after the error names)"
+    )
 
 
 def _from_log_before(log: CleanLog, top: int) -> PhaseVerdict | None:

@@ -362,6 +362,9 @@ RE_TENSOR_ALLOC_CODE = re.compile(
     r"\b(?:mx|jnp)\.(?:random\.\w{1,20}|zeros|ones|empty|full|eye|arange)" + _LITERAL_SIZE,
     _A,
 )
+# A training loop started from a script (only used to see that a snippet does more than one
+# thing; it names no step).
+RE_TRAIN_LOOP_CODE = re.compile(r"\b\w{0,40}\.(?:train|fit)\(", _A)
 RE_TRAIN_CODE = re.compile(r"\btraining_step\(|\btrain_step\(", _A)
 
 _INFERENCE_WHY = "inference: generation, sampling, denoising or decoding"
