@@ -203,12 +203,14 @@ CASES = {
         },
         {},
     ),
-    "vllm_v0_no_cache_blocks.log": ("vllm", "kv_cache", None, "generate", {}, {}),
+    # An inference engine's start-up (KV-cache sizing, profiling run, warm-up, llama.cpp's
+    # context) is "load": no request has been served yet (the corpus labels' convention).
+    "vllm_v0_no_cache_blocks.log": ("vllm", "kv_cache", None, "load", {}, {}),
     "vllm_v0_max_seq_len.log": (
         "vllm",
         "kv_cache",
         None,
-        "generate",
+        "load",
         {},
         {"max_model_len": 131072, "kv_cache_tokens": 54000},
     ),
@@ -217,7 +219,7 @@ CASES = {
         "vllm",
         "kv_cache",
         None,
-        "generate",
+        "load",
         {
             "tried_to_allocate_bytes": 17_179_869_184,
             "kv_cache_bytes": 10_200_547_328,
@@ -232,7 +234,7 @@ CASES = {
         "vllm",
         "allocation",
         0,
-        "generate",
+        "load",
         {
             "tried_to_allocate_bytes": 4_982_162_063,
             "total_capacity_bytes": 47_609_712_476,
@@ -251,7 +253,7 @@ CASES = {
         "tgi",
         "allocation",
         0,
-        "generate",
+        "load",
         {
             "tried_to_allocate_bytes": 2_093_796_557,
             "total_capacity_bytes": 25_426_206_392,
@@ -296,7 +298,7 @@ CASES = {
         "llama.cpp",
         "kv_cache",
         1,
-        "generate",
+        "load",
         {"tried_to_allocate_bytes": 17_179_869_184},
         {},
     ),
@@ -304,7 +306,7 @@ CASES = {
         "llama.cpp",
         "allocation",
         0,
-        "generate",
+        "load",
         {"tried_to_allocate_bytes": 1_234_567_890},
         {},
     ),
@@ -528,7 +530,7 @@ def test_tgi_warmup_echoes_are_one_event_with_tokens():
         "`--max-batch-prefill-tokens`"
     )
     assert total.primary.tokens == {"total_tokens": 16000, "prefill_tokens": 4096}
-    assert total.primary.framework == "tgi" and total.phase.phase == "generate"
+    assert total.primary.framework == "tgi" and total.phase.phase == "load"
 
 
 def test_ollama_startup_line_and_runner_error():
@@ -560,7 +562,7 @@ def test_ollama_startup_line_and_runner_error():
             "graph_reserve: failed to allocate compute buffers",
             "llama.cpp",
             "allocation",
-            "generate",
+            "load",
         ),
         (
             "ggml_vulkan: Device memory allocation of size 6442450944 failed.\n"
@@ -607,7 +609,7 @@ def test_ollama_startup_line_and_runner_error():
             "`gpu_memory_utilization` when initializing the engine.",
             "vllm",
             "kv_cache",
-            "generate",
+            "load",
         ),
         (
             "ValueError: Free memory on device (37.95/79.25 GiB) on startup is less than desired GPU "

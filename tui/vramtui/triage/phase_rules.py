@@ -1,0 +1,587 @@
+"""What traceback frames and code lines say about the stage (`phase_log_rules.py` reads the error
+line and the log around it; `phase.py` decides which evidence to trust first).
+
+Stages: `load` is everything before the job's first real step: reading and placing the weights,
+and an inference engine's start-up (vLLM's memory profiling run and KV-cache allocation,
+text-generation-inference's warm-up, llama.cpp creating its context), where no request has been
+served yet. `generate` is any inference forward afterwards (serving, sampling, denoising, VAE
+decode). `other` is neither a training nor a generation step: evaluation, a checkpoint save,
+post-training quantisation, merging adapters, wrapping the model for distributed training; the
+reason names which.
+
+Every pattern is plain `re` with bounded quantifiers, applied to one line (its first few
+thousand characters) at a time.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vramtui.triage.tracebacks import Frame
+
+_A = re.ASCII
+
+# A rule's answer: (phase, strength, reason, matched on the code line). strength: "strong"
+# decides at once (deepest frame wins), "context" only when no strong frame exists, "weak"
+# after the error line and the log after it.
+Rule = tuple[str, str, str, bool]
+
+
+def _set(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+_BACKWARD_FUNCS = _set(
+    "_engine_run_backward",
+    "backward",
+    "_backward_fn",
+    "manual_backward",
+    "run_backward",
+    "_run_backward",
+    "backward_step",
+)
+_OPT_DS_FUNCS = _set(
+    "step",
+    "_create_fp32_partitions",
+    "initialize_optimizer_states",
+    "_setup_for_real_optimizer",
+    "_optimizer_step",
+    "_take_model_step",
+    "_optimizer_states_and_gradient_swap_in",
+    "_prepare_fp32_grad_for_sub_group",
+    "_create_fp32_sub_groups",
+    "unscale_and_clip_grads",
+    "_update_scale",
+)
+# Inference engines' start-up, after the weights are in: memory profiling, KV-cache sizing
+# and allocation, warm-up, CUDA-graph capture (vLLM v0/v1, text-generation-inference, SGLang).
+STARTUP_FUNCS = _set(
+    "_initialize_kv_caches",
+    "determine_num_available_blocks",
+    "profile_run",
+    "_dummy_run",
+    "_dummy_sampler_run",
+    "_dummy_pooler_run",
+    "initialize_cache",
+    "_allocate_kv_cache",
+    "allocate_kv_cache",
+    "_init_cache_engine",
+    "initialize_kv_cache",
+    "initialize_from_config",
+    "_allocate_kv_cache_tensors",
+    "_reshape_kv_cache_tensors",
+    "initialize_kv_cache_tensors",
+    "capture_model",
+    "determine_available_memory",
+    "compile_or_warm_up_model",
+    "get_kv_cache_config",
+    "check_enough_kv_cache_memory",
+    "_check_enough_kv_cache_memory",
+    "raise_if_cache_size_invalid",
+    "init_kv_cache",
+    "init_memory_pool",
+    "profile_max_num_token",
+    "init_cuda_graphs",
+)
+# A warm-up is a start-up step only inside a serving engine (elsewhere it may be anything).
+_ENGINE_WARMUP_FUNCS = _set("warmup", "Warmup", "warm_up", "_warmup")
+_ENGINE_FILES = (
+    "text_generation_server/",
+    "vllm/",
+    "sglang/",
+    "lmdeploy/",
+    "tensorrt_llm/",
+    "lorax_server/",
+    "aphrodite/",
+    "exllamav2/",
+)
+
+
+def is_startup_frame(fr: Frame) -> bool:
+    """The frame is an inference engine's start-up step (after the weights, before serving)."""
+    func = fr.func.rsplit(".", 1)[-1]
+    if func in STARTUP_FUNCS:
+        return True
+    file = fr.file.lower()
+    return func in _ENGINE_WARMUP_FUNCS and any(part in file for part in _ENGINE_FILES)
+
+
+_LOAD_FUNCS = _set(
+    "from_pretrained",
+    "_from_pretrained",
+    "_load_pretrained_model",
+    "load_state_dict",
+    "_load_state_dict_into_meta_model",
+    "_load_state_dict_into_model",
+    "load_checkpoint_and_dispatch",
+    "load_checkpoint_in_model",
+    "set_module_tensor_to_device",
+    "set_module_quantized_tensor_to_device",
+    "dispatch_model",
+    "_load_from_state_dict",
+    "load_model",
+    "load_weights",
+    "load_shard_file",
+    "_load_state_dict_into_zero3_model",
+    "create_quantized_param",
+    "quantize_4bit",
+    "prepare_model_for_kbit_training",
+    "convert_and_load_state_dict_in_model",
+    "load_sharded_checkpoint",
+    "load_file",
+    "safe_load_file",
+    "_apply",
+    "_load_model",
+    "load_adapter",
+    "_load_checkpoint",
+    "get_model",
+    "process_weights_after_loading",
+    "from_single_file",
+    "_quantize",
+    "_load_best_model",
+    "load_lora",
+    "_materialize_meta_tensors",
+    "_move_model_to_device",
+    "load_from_checkpoint",
+    "create_model",
+    "build_model",
+    "init_detector",
+    "init_model",
+    "pipeline",
+)
+_GEN_FUNCS = _set(
+    "generate",
+    "_sample",
+    "sample",
+    "greedy_search",
+    "_greedy_search",
+    "beam_search",
+    "_beam_search",
+    "beam_sample",
+    "_beam_sample",
+    "_assisted_decoding",
+    "assisted_decoding",
+    "_contrastive_search",
+    "contrastive_search",
+    "_dola_decoding",
+    "prefill",
+    "_prefill",
+    "decode",
+    "_decode",
+    "decode_step",
+    "generate_token",
+    "generate_step",
+    "execute_model",
+    "_execute_model",
+    # image generation (A1111 / ldm, diffusers), detection and speech inference
+    "process_images",
+    "process_images_inner",
+    "decode_first_stage",
+    "encode_first_stage",
+    "txt2img",
+    "img2img",
+    "denoise",
+    "im_detect_all",
+    "im_detect_bbox",
+    "im_detect_bbox_scale",
+    "im_detect_bbox_aug",
+    "im_detect_mask",
+    "inference_on_dataset",
+    "inference_detector",
+    "single_gpu_test",
+    "multi_gpu_test",
+    "transcribe",
+    "tts",
+    "tts_with_preset",
+    "synthesize",
+    "predict_step",
+    "run_inference",
+    "inference",
+    "infer",
+)
+_EVAL_FUNCS = _set(
+    "evaluate",
+    "_evaluate",
+    "evaluation_loop",
+    "prediction_step",
+    "prediction_loop",
+    "_maybe_log_save_evaluate",
+    "validation_step",
+    "val_step",
+    "test_step",
+    "eval_step",
+    "evaluate_loop",
+    "_evaluation_step",
+    "_run_evaluation",
+    "run_evaluation",
+    "_do_eval",
+    "_do_evaluate",
+    "validate",
+    "validation",
+    "run_validation",
+    "validation_epoch",
+    "val_epoch",
+    "valid_epoch",
+    "validate_epoch",
+    "eval_epoch",
+    "evaluate_epoch",
+    "val_one_epoch",
+    "validate_one_epoch",
+    "evaluate_one_epoch",
+)
+_SAVE_FUNCS = _set(
+    "save_pretrained",
+    "save_model",
+    "_save_checkpoint",
+    "_save",
+    "save_checkpoint",
+    "save_state",
+    "save_16bit_model",
+    "_save_zero_checkpoint",
+    "save_file",
+    "consolidate_state_dict",
+    "get_state_dict",
+    "_save_topk_checkpoint",
+    "_save_last_checkpoint",
+    "save_weights",
+    "export",
+    "onnx_export",
+    "push_to_hub",
+)
+_MERGE_FUNCS = _set("merge_and_unload", "_unload_and_optionally_merge", "merge_adapter")
+_WRAP_FUNCS = _set(
+    "_wrap_model",
+    "prepare_model",
+    "_prepare_deepspeed",
+    "_sync_module_states",
+    "_verify_param_shape_across_processes",
+    "_sync_params_and_buffers",
+    "fully_shard",
+    "prepare",
+    "_prepare_one",
+    "_prepare_fsdp",
+)
+# Frames that, above a forward, put it inside a training run's evaluation (mmcv hooks).
+EVAL_SCOPE_FUNCS = _EVAL_FUNCS | _set("after_train_epoch")
+# Post-training quantisation packages: calibration runs the model over samples.
+_QUANT_CALIBRATION_FILES = (
+    "awq/quantize/",
+    "awq/models/base.py",
+    "auto_gptq/quantization/",
+    "auto_gptq/modeling/_base.py",
+    "gptqmodel/quantization/",
+    "optimum/gptq/",
+    "llmcompressor/",
+    "/quark/torch/quantization/",
+    "modelopt/torch/quantization/",
+    "neural_compressor/",
+)
+_TRAIN_STRONG_FUNCS = _set(
+    "training_step", "train_step", "_training_step", "training_step_and_backward"
+)
+_TRAIN_CONTEXT_FUNCS = _set(
+    "compute_loss",
+    "train",
+    "_inner_training_loop",
+    "fit",
+    "train_epoch",
+    "train_one_epoch",
+    "training_loop",
+    "run_training",
+    "_run_train",
+    "_run_stage",
+    "train_loop",
+    "closure",
+    "_fit_loop",
+    "run_epoch",
+    "run_step",  # detectron2 SimpleTrainer / AMPTrainer
+    "do_train",  # detectron2 plain_train_net
+    "train_model",  # Detectron (Caffe2)
+    "train_iter",
+    "train_batch",
+    "train_one_step",
+    "training_epoch",
+    "train_on_batch",
+)
+# Loss functions and training targets: computed in a training step's forward.
+_LOSS_FUNCS = _set(
+    "cross_entropy",
+    "nll_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "mse_loss",
+    "kl_div",
+    "loss_by_feat",
+    "get_targets",
+)
+_LOSS_FILES = (
+    "mmdet/models/losses/",
+    "mmdet/models/task_modules/assigners/",
+    "mmdet/core/bbox/assigners/",
+    "mmdet/structures/bbox/bbox_overlaps.py",
+    "mmdet/core/bbox/iou_calculators/",
+)
+
+RE_OPT_CODE = re.compile(
+    r"\b(?:optimizer|optim|opt|scaler|self\.optimizer|self\.optim)\.step\(|"
+    r"zeros_like\(p, memory_format|\btorch\._foreach_\w{1,24}_?\(",
+    _A,
+)
+RE_BACKWARD_CODE = re.compile(r"\bbackward\(|\brun_backward\(|\bautograd\.grad\(", _A)
+RE_LOAD_CODE = re.compile(
+    r"\bfrom_pretrained\(|\bload_state_dict\(|\btorch\.load\(|\bsafe_open\(|\bload_file\(|"
+    r"\b(?:model|self\.model|net|module|pipe|pipeline|llm|base_model|unet|vae|transformer)\w{0,40}"
+    r"\.(?:to|cuda|half|bfloat16)\(|\._apply\(|\bpipeline\(|\bLLM\(|\bWhisperModel\(|"
+    r"\b\w{0,40}Trainer\(",
+    _A,
+)
+RE_LOAD_WEAK_CODE = re.compile(
+    r"\.cuda\(\)|\.to\(\s{0,4}(?:device\b|dev\b|\"cuda|'cuda|f\"cuda|f'cuda|torch\.device|\"mps|'mps|"
+    r"\"xpu|'xpu|accelerator\.device|self\.device\b|args\.device)",
+    _A,
+)
+RE_GEN_CODE = re.compile(
+    r"\.generate\(|\bllm\.(?:chat|generate)\(|\.(?:transcribe|tts\w{0,30}|synthesi[sz]e|"
+    r"infer|inference)\(|\bpipe\(",
+    _A,
+)
+RE_OTHER_CODE = re.compile(
+    r"\bDistributedDataParallel\(|\bDDP\(|\bFSDP\(|\bFullyShardedDataParallel\(|"
+    r"\bdeepspeed\.initialize\(|\btorch\.onnx\.export\(|\btorch\.save\(|\.save_pretrained\(|"
+    r"\bmerge_and_unload\(|\bfully_shard\(",
+    _A,
+)
+RE_QUANTIZE_CODE = re.compile(r"\b\w{0,40}model\w{0,20}\.quantize\(", _A)
+# A tensor of literal size created straight on the device (a REPL test, a reproduction
+# snippet): `torch.rand(46000, 10000, device='xpu')`, `mx.eye(28000)`. No model step.
+_LITERAL_SIZE = r"\(\s{0,2}[\[(]?\s{0,2}\d"
+RE_TENSOR_ALLOC_CODE = re.compile(
+    r"\btorch\.(?:rand|randn|randint|zeros|ones|empty|full|eye|arange|tensor)"
+    + _LITERAL_SIZE
+    + r"[^\n]{0,300}(?:device\s{0,2}=|\.cuda\(|\.to\()|"
+    r"\b(?:mx|jnp)\.(?:random\.\w{1,20}|zeros|ones|empty|full|eye|arange)" + _LITERAL_SIZE,
+    _A,
+)
+# A training loop started from a script (only used to see that a snippet does more than one
+# thing; it names no step).
+RE_TRAIN_LOOP_CODE = re.compile(r"\b\w{0,40}\.(?:train|fit)\(", _A)
+RE_TRAIN_CODE = re.compile(r"\btraining_step\(|\btrain_step\(", _A)
+
+_INFERENCE_WHY = "inference: generation, sampling, denoising or decoding"
+_STARTUP_WHY = (
+    "the inference engine is starting up (memory profiling, KV-cache allocation or warm-up, "
+    "after the weights are loaded and before any request is served)"
+)
+
+
+def code_rule(code: str) -> tuple[str, str] | None:
+    """(phase, reason) from a source line alone (a frame's code line, a truncated paste, a
+    reproduction snippet quoted before the error)."""
+    code = code[:2_000]
+    if RE_OPT_CODE.search(code):
+        return ("optimizer_step", "this line steps the optimizer")
+    if RE_BACKWARD_CODE.search(code):
+        return ("backward", "this line runs the backward pass")
+    if RE_QUANTIZE_CODE.search(code):
+        return ("other", "this line runs post-training quantisation (calibration)")
+    if RE_OTHER_CODE.search(code):
+        return ("other", "this line wraps, saves or exports the model")
+    if RE_GEN_CODE.search(code):
+        return ("generate", "this line runs inference (generation, transcription, synthesis)")
+    if RE_LOAD_CODE.search(code):
+        return (
+            "load",
+            "this line loads the model, builds an engine or trainer around it, or moves it to "
+            "the GPU",
+        )
+    if RE_TRAIN_CODE.search(code):
+        return ("train_forward", "this line runs a training step")
+    return None
+
+
+def snippet_rule(code: str) -> tuple[str, str] | None:
+    """`code_rule`, and for a line outside any traceback (a REPL statement, a quoted snippet)
+    also a bare tensor allocation on the device. Inside a model's frames such an allocation is
+    part of whatever step runs the model, so frames do not use this rule."""
+    hit = code_rule(code)
+    if hit:
+        return hit
+    if RE_TENSOR_ALLOC_CODE.search(code[:2_000]):
+        return (
+            "other",
+            "this line creates a tensor directly on the device (a test allocation), outside "
+            "any model step",
+        )
+    return None
+
+
+def is_graph_training_frame(fr: Frame) -> bool:
+    """A Keras / TensorFlow training loop: one graph call runs forward, backward and update."""
+    file = fr.file.lower()
+    return "keras/" in file or "tensorflow/" in file or "tf_keras/" in file
+
+
+def classify_frame(fr: Frame) -> Rule | None:
+    file = fr.file.lower()
+    func = fr.func.rsplit(".", 1)[-1]  # IPython writes qualified names: GenerationMixin.generate
+    code = fr.code
+    # --- backward
+    if func == "_engine_run_backward":
+        return ("backward", "strong", "the autograd engine is running the backward pass", False)
+    if "torch/autograd/function.py" in file:
+        if "user_fn(" in code or func == "backward":
+            return ("backward", "strong", "a custom autograd Function's backward is running", False)
+    elif "torch/utils/checkpoint.py" in file and func in (
+        "backward",
+        "unpack_hook",
+        "recompute_fn",
+    ):
+        return (
+            "backward",
+            "strong",
+            "activation checkpointing recomputes the forward inside the backward pass",
+            False,
+        )
+    elif func in _BACKWARD_FUNCS:
+        return ("backward", "strong", "the backward pass (gradients) is running", False)
+    # --- optimizer step
+    if func == "_init_group":
+        return (
+            "optimizer_step",
+            "strong",
+            "the optimizer is creating its state (exp_avg, exp_avg_sq) on its first step",
+            False,
+        )
+    if (
+        ("torch/optim/" in file and "lr_scheduler" not in file)
+        or "bitsandbytes/optim/" in file
+        or "apex/optimizers" in file
+        or "deepspeed/ops/adam" in file
+        or "deepspeed/ops/lamb" in file
+        or "transformers/optimization.py" in file
+        or "/galore_torch/" in file
+    ):
+        return ("optimizer_step", "strong", "an optimizer step is updating the weights", False)
+    if "deepspeed/" in file and func in _OPT_DS_FUNCS:
+        return (
+            "optimizer_step",
+            "strong",
+            "DeepSpeed is creating or stepping the optimizer state partitions",
+            False,
+        )
+    if "accelerate/optimizer.py" in file and func == "step":
+        return ("optimizer_step", "strong", "an optimizer step is updating the weights", False)
+    # --- engine start-up (after the weights, before any request)
+    if is_startup_frame(fr):
+        return ("load", "strong", _STARTUP_WHY, False)
+    # --- other: evaluation, saving, quantisation, merging, wrapping
+    if func in _EVAL_FUNCS:
+        return (
+            "other",
+            "strong",
+            "the evaluation loop (validation / prediction), not a training or generation step",
+            False,
+        )
+    if func in _SAVE_FUNCS and not ("safetensors" in file and func != "save_file"):
+        return (
+            "other",
+            "strong",
+            "a checkpoint save or export, not a training or generation step",
+            False,
+        )
+    if func in _MERGE_FUNCS:
+        return ("other", "strong", "merging adapters into the model", False)
+    if func in _WRAP_FUNCS and not (
+        func in ("prepare", "_prepare_one") and "accelerate" not in file
+    ):
+        return ("other", "strong", "wrapping the model for distributed training", False)
+    if "torch/nn/parallel/distributed.py" in file and func == "__init__":
+        return ("other", "strong", "wrapping the model in DistributedDataParallel", False)
+    if "deepspeed/__init__.py" in file and func == "initialize":
+        return ("other", "strong", "deepspeed.initialize is wrapping the model", False)
+    if any(part in file for part in _QUANT_CALIBRATION_FILES):
+        return (
+            "other",
+            "strong",
+            "post-training quantisation: calibration runs the model over samples to choose the "
+            "quantised weights",
+            False,
+        )
+    # --- load
+    if (
+        func in _LOAD_FUNCS
+        or "safetensors/" in file
+        or "torch/serialization.py" in file
+        or "model_executor/model_loader" in file
+        or ("bitsandbytes/nn/modules.py" in file and func in ("to", "cuda", "_quantize"))
+        or ("torch/nn/modules/module.py" in file and func in ("_apply", "convert", "to", "cuda"))
+        or (
+            "torch/nn/modules/module.py" in file
+            and func == "<lambda>"
+            and ("_apply(" in code or ".cuda(" in code or ".to(" in code)
+        )
+        or ("faster_whisper/transcribe.py" in file and func in ("__init__", "init"))
+    ):
+        return (
+            "load",
+            "strong",
+            "the weights are being loaded, converted or moved to the GPU",
+            False,
+        )
+    if func == "__init__" and file.rsplit("/", 1)[-1].endswith("trainer.py"):
+        return (
+            "load",
+            "strong",
+            "a Trainer is being constructed: it places the model on the GPU",
+            False,
+        )
+    # --- generate
+    if (
+        func in _GEN_FUNCS
+        or "transformers/generation/" in file
+        or "transformers/cache_utils.py" in file
+        or "transformers/pipelines/" in file
+        or "diffusers/pipelines/" in file
+        or "/vllm/v1/sample/" in file
+        or "vllm/model_executor/layers/sampler.py" in file
+    ):
+        return ("generate", "strong", _INFERENCE_WHY, False)
+    # --- training step (forward)
+    if func in _TRAIN_STRONG_FUNCS or (
+        "lightning" in file and func in ("closure", "_training_step")
+    ):
+        return (
+            "train_forward",
+            "strong",
+            "the training step's forward pass (no backward or optimizer frame below it)",
+            False,
+        )
+    # --- code line
+    if code:
+        hit = code_rule(code)
+        if hit:
+            return (hit[0], "strong", hit[1], True)
+    if func in _TRAIN_CONTEXT_FUNCS:
+        return (
+            "train_forward",
+            "context",
+            "a training loop; no backward or optimizer frame is below it, so the forward pass",
+            False,
+        )
+    if func in _LOSS_FUNCS or any(part in file for part in _LOSS_FILES):
+        return (
+            "train_forward",
+            "context",
+            "a loss (or its training targets) is being computed: the training step's forward",
+            False,
+        )
+    if "torch/utils/_contextlib.py" in file and func == "decorate_context":
+        return (
+            "generate",
+            "weak",
+            "a function under torch.no_grad()/inference_mode(): an inference forward",
+            False,
+        )
+    if code and RE_LOAD_WEAK_CODE.search(code):
+        return ("load", "weak", "this line moves tensors or the model to the GPU", True)
+    return None
