@@ -144,3 +144,19 @@ def test_the_catalogue_entry_counts_qwen15_7b_parameters_by_hand():
     assert per_layer == 202_395_648
     assert arch.param_count == 2 * 622_329_856 + 32 * per_layer + 4_096 == 7_721_324_544
     assert (arch.num_kv_heads, arch.head_dim, arch.num_layers) == (32, 128, 32)
+
+
+def test_a_kv_error_at_start_up_is_judged_on_the_serving_stages(qwen):
+    """The engine raises before serving (the stage reads `load`), but the cache it could not
+    fit lives in prefill/decode: those stages are judged, and halving the concurrency is not
+    offered (the engine's check is for one sequence)."""
+    path, _, text = qwen
+    spec = load_spec(path)
+    arch = find_model("Qwen/Qwen1.5-7B-Chat")
+    reading = read_log(text)
+    assert reading.phase.phase == "load"
+    advice = advise(reading, spec, arch)
+    assert set(advice.stages) == {"prefill", "decode"}
+    changes = [r.change for r in advice.recommendations]
+    assert "KV cache dtype bf16 -> fp8" in changes
+    assert not any(c.startswith("concurrency") for c in changes)

@@ -262,7 +262,11 @@ def advise(
 
     est = est or estimate(spec, arch, checkpoint)
     phase = reading.phase.phase
-    stages = PHASE_STAGES.get(phase, est.stages)
+    ev = reading.primary
+    # A KV cache too small for max_model_len fails at the engine's start-up (phase `load`),
+    # but the cache it could not fit is the serving stages' item: judge those stages.
+    kv_event = ev is not None and ev.kind == "kv_cache" and not spec.is_training
+    stages = PHASE_STAGES.get("generate" if kv_event else phase, est.stages)
     stages = tuple(s for s in stages if s in est.stages) or est.stages
     warnings = []
     if phase in ("train_forward", "backward", "optimizer_step") and not spec.is_training:
@@ -324,7 +328,7 @@ def advise(
         )
     unknown = phase not in PHASE_STAGES
     recs: list[Recommendation] = []
-    edits_to_try = list(candidate_edits(spec, phase))
+    edits_to_try = list(candidate_edits(spec, phase, kv_cache_event=kv_event))
     if room is not None:
         shorter = max_len_edit(room, spec)
         if shorter is not None:

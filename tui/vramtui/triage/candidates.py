@@ -13,13 +13,19 @@ def _quality_recheck(spec: Spec, what: str) -> str:
     return f"{what}: re-check output quality (the spec states no quality criterion yet)"
 
 
-def candidate_edits(spec: Spec, phase: str) -> list[tuple[str, str, dict, str]]:
-    """(variable, change in words, field edits, recheck) for the phase."""
+def candidate_edits(
+    spec: Spec, phase: str, kv_cache_event: bool = False
+) -> list[tuple[str, str, dict, str]]:
+    """(variable, change in words, field edits, recheck) for the phase. `kv_cache_event`: the
+    error is a serving engine's KV cache too small for one sequence at max_model_len (raised at
+    start-up, so the phase reads `load`): the cache's dtype and the context are the levers,
+    the concurrency is not (the engine checks one sequence)."""
     out = []
     b, le, rt, tr = spec.batch, spec.lengths, spec.runtime, spec.training
     fmt = spec.weights.format
-    if phase in ("generate", "unknown") and not spec.is_training:
-        if b.concurrency and b.concurrency > 1:
+    serving = phase in ("generate", "unknown") or kv_cache_event
+    if serving and not spec.is_training:
+        if b.concurrency and b.concurrency > 1 and not kv_cache_event:
             new = max(1, b.concurrency // 2)
             out.append(
                 (
