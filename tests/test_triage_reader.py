@@ -600,13 +600,6 @@ def test_ollama_startup_line_and_runner_error():
             "unknown",
         ),
         (
-            "RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough "
-            "memory: you tried to allocate 34359738368 bytes.",
-            "pytorch",
-            "allocation",
-            "unknown",
-        ),
-        (
             "ValueError: No available memory for the cache blocks. Try increasing "
             "`gpu_memory_utilization` when initializing the engine.",
             "vllm",

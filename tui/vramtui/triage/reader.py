@@ -37,6 +37,7 @@ from vramtui.triage.oom_forms import (
     ascii_re,
     read_tgi_span,
 )
+from vramtui.triage.not_oom import near_miss
 from vramtui.triage.phase import PhaseVerdict, collect_frames, phase_of
 
 
@@ -96,6 +97,7 @@ _CODE_LINE = ascii_re(
     r"warnings|yield|def|#|//|\*|-{1,8}>\s?\d)\b"
 )
 _EXC_PREFIX = ascii_re(r"([A-Za-z_][\w.]{0,100}(?:Error|Exception)):\s{0,4}$")
+_EXC_START = ascii_re(r"[A-Za-z_][\w.]{0,100}(?:Error|Exception):\s")
 _PY_HEADER = ascii_re(r'\s{0,16}File "[^"\n]{1,1000}", line \d{1,9}, in ')
 _CONTINUATION_HINT = ascii_re(
     r"Tried to allocate|total capacity|reserved by PyTorch|is allocated by "
@@ -122,9 +124,15 @@ class _Reader:
     norm = clean  # prefixes were stripped by clean_log: one cleaned form
 
     def is_code_line(self, i: int) -> bool:
-        if _CODE_LINE.match(self.norm(i)):
+        """A source line: a statement ("raise", "if"...), or the line under a frame header,
+        unless that line is an exception ("RuntimeError: ..."): a frame whose source Python
+        cannot show (File "<stdin>"), or interleaved output, has none."""
+        text = self.norm(i)
+        if _CODE_LINE.match(text):
             return True
-        return i > 0 and bool(_PY_HEADER.match(self.norm(i - 1)))
+        if i > 0 and _PY_HEADER.match(self.norm(i - 1)):
+            return not _EXC_START.match(text.lstrip())
+        return False
 
     # -- one message starting at line i, column col
     def gather(self, i: int, col: int, form: Form) -> tuple[str, int, Facts]:
@@ -140,8 +148,10 @@ class _Reader:
                 if not cont.strip():
                     break
                 pj = self.log.prefixes[j]
-                if pj and pj != prefix:
-                    break  # another record (a new time stamp) or another rank's line
+                if pj != prefix and pj and (
+                    self.log.tag(j) != self.log.tag(i) or self.log.starts_record(j)
+                ):
+                    break  # another rank's line, or another record (a new time stamp)
                 if _STRUCTURAL.match(cont.lstrip()) or self.is_code_line(j):
                     break
                 if self.match_start(self.norm(j)) is not None:
@@ -518,10 +528,7 @@ _EXCEPTION_LINE = ascii_re(
     r"(?:[A-Za-z_][\w.]{0,100}\.)?[A-Z]\w{0,80}(?:Error|Exception|Exit|Interrupt|"
     r"Failure)\b(?::\s?.{0,400})?\s*$|Error: .{1,400}$"
 )
-_KILLED = ascii_re(
-    r"(?:^|\s)Killed\s*$|exit(?:code| code| status)\s*:?\s*(?:137|-9)\b|"
-    r"\bSIGKILL\b|signal 9\b"
-)
+_HOST_RAM = "DefaultCPUAllocator"  # PyTorch's CPU allocator: host RAM ran out
 _UNREADABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 
 
@@ -551,22 +558,19 @@ def _not_oom_reason(text: str, reader: _Reader, events: list[OomEvent]) -> str:
     last_exc = reader.norm(last).strip() if last is not None else None
     tail = f"it ends with {last_exc[:240]}" if last_exc else None
     notes = []
+    startup = [e for e in events if e.kind == "startup"]
+    seen = near_miss(reader.log)
+    if seen is not None and not (seen[0] == "notice" and startup):
+        notes.append(seen[1])
     if "[deepspeed] OVERFLOW!" in text:
         notes.append(
             "'[deepspeed] OVERFLOW!' is an fp16 loss-scale overflow (the step is "
             "skipped), not a memory error"
         )
-    window = "\n".join(reader.clean(i) for i in range(max(0, reader.n - 200), reader.n))
-    if _KILLED.search(window):
-        notes.append(
-            "the process was killed (SIGKILL / exit 137), which usually means the "
-            "host ran out of system RAM (the kernel's OOM killer), not GPU memory"
-        )
-    startup = [e for e in events if e.kind == "startup"]
     if startup:
         frameworks = sorted({e.framework for e in startup})
         notes.append(f"only {'/'.join(frameworks)} start-up memory lines were found, no failure")
-    parts = [p for p in (tail, *notes) if p]
+    parts = [p for p in (*notes[:1], tail, *notes[1:]) if p]
     if not parts:
         parts = [f"no error line in its {reader.n:,} lines"]
     return (
@@ -605,6 +609,8 @@ def read_log(text: str) -> TriageReading:
         "ollama" in text or "llama runner" in text or ("source=" in text and ".go:" in text)
     )
     events = _postprocess(found, reader, ollama)  # line_no: 1 + index in the cleaned lines
+    # the host's RAM, not the GPU's: said by not_oom_reason (not_oom.near_miss), not an event
+    events = [e for e in events if _HOST_RAM not in e.message]
     events = _mark_echoes(events, log)
     is_oom = any(e.kind != "startup" for e in events)
     primary_at = _primary_index(events)
