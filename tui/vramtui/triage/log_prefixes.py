@@ -134,7 +134,9 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
         "IWEF",
     ),
     (
-        "c10",  # "[W501 12:00:00.123 ProcessGroupNCCL.cpp:4115] ", older "[E ProcessGroupNCCL.cpp:737] "
+        # "[W501 12:00:00.123 ProcessGroupNCCL.cpp:4115] " (month not zero-padded), older
+        # "[E ProcessGroupNCCL.cpp:737] "
+        "c10",
         r"\[[IWEF](?:\d{3,4}[ \t]\d\d:\d\d:\d\d\.\d{1,9})?[ \t][\w./-]{1,120}:\d{1,6}\][ \t]?",
         "[",
     ),

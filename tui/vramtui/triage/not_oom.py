@@ -75,9 +75,7 @@ _NCCL_ERROR = ("NCCL Error", "NCCL error", "ncclUnhandledCudaError", "ncclSystem
 _CUDA_ERROR = ("CUDA error: ", "HIP error: ", "CUDA Error: ", "cudaError")
 _CUDA_ERROR_LINE = re.compile(r"(?:CUDA|HIP) [Ee]rror: (?!out of memory)[a-z][^\n]{0,120}", _A)
 _MEMORY_WORDS = ("memory", "Memory", "MEMORY", "VRAM", "mlock", "MemUsage")
-_NOTICE_LINE = re.compile(
-    r"(?i:warning|warn\b|\bnote\b|info\b|\[info\]|\bnotice\b)", _A
-)
+_NOTICE_LINE = re.compile(r"(?i:warning|warn\b|\bnote\b|info\b|\[info\]|\bnotice\b)", _A)
 
 
 def _quote(line: str) -> str:

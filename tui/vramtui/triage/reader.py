@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from vramtui.triage.log_prefixes import CleanLog, clean_log, line_tag
+from vramtui.triage.not_oom import near_miss
 from vramtui.triage.oom_forms import (
     ANCHORS,
     ANY_KEY,
@@ -37,7 +38,6 @@ from vramtui.triage.oom_forms import (
     ascii_re,
     read_tgi_span,
 )
-from vramtui.triage.not_oom import near_miss
 from vramtui.triage.phase import PhaseVerdict, collect_frames, phase_of
 
 
@@ -148,8 +148,10 @@ class _Reader:
                 if not cont.strip():
                     break
                 pj = self.log.prefixes[j]
-                if pj != prefix and pj and (
-                    self.log.tag(j) != self.log.tag(i) or self.log.starts_record(j)
+                if (
+                    pj != prefix
+                    and pj
+                    and (self.log.tag(j) != self.log.tag(i) or self.log.starts_record(j))
                 ):
                     break  # another rank's line, or another record (a new time stamp)
                 if _STRUCTURAL.match(cont.lstrip()) or self.is_code_line(j):
