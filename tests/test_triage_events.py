@@ -139,6 +139,31 @@ def test_two_ranks_failing_are_two_failures():
     assert reported_event(r) == "first of 2 out-of-memory errors, at line 1"
 
 
+def test_a_figureless_mention_above_the_message_is_the_same_failure():
+    # the reporter's sentence above the pasted message (Markdown inline code): the message,
+    # which has the figures, is acted on; the mention is listed as a repeat of it
+    text = (
+        "but am now getting CUDA out of memory error:\n"
+        "`RuntimeError: CUDA out of memory. Tried to allocate 4.00 GiB (GPU 0; 47.54 GiB total "
+        "capacity; 30.76 GiB already allocated; 1.22 GiB free; 33.29 GiB reserved in total by "
+        "PyTorch)`"
+    )
+    r = read_log(text)
+    assert [(e.line_no, e.echo_of) for e in r.events] == [(1, 2), (2, None)]
+    assert r.primary is r.events[1]
+    # 4.00 GiB = 4 x 2^30; 47.54 GiB = 4754 x 10,737,418.24 = 51,045,686,312.96
+    assert r.primary.figures["tried_to_allocate_bytes"] == 4 * GiB
+    assert r.primary.figures["total_capacity_bytes"] == 51_045_686_313
+    assert reported_event(r) == "the out-of-memory error at line 2; 1 repeat listed below"
+    # a traceback between them: two failures, the first (without figures) acted on
+    apart = read_log(
+        "RuntimeError: CUDA out of memory.\nTraceback (most recent call last):\n"
+        + torch2("2.00 GiB")
+    )
+    assert [e.echo_of for e in apart.events] == [None, None]
+    assert apart.primary is apart.events[0]
+
+
 def test_offload_warning_is_primary_only_when_nothing_failed():
     warn = "Some parameters are on the meta device because they were offloaded to the cpu."
     r = read_log(warn + "\n" + torch2("2.00 GiB"))

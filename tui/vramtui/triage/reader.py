@@ -494,7 +494,7 @@ def _mark_echoes(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
     root: OomEvent | None = None  # the original that `prev` is or repeats
     root_link = _UNLINKED  # the lines from root up to prev, scanned
     for ev in events:
-        if not ev.is_failure:
+        if not ev.is_failure or ev.echo_of is not None:  # a heading: already marked
             out.append(ev)
             continue
         if prev is not None and root is not None:
@@ -515,12 +515,40 @@ def _mark_echoes(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
     return out
 
 
+MAX_HEADING_GAP = 3  # lines between a figure-less mention and the message it announces
+
+
+def _mark_headings(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
+    """A failure without figures right before a failure of the same framework that has them
+    ("but now I get CUDA out of memory error:" above the message, a logger's one-line summary
+    above the traceback's last line), with no traceback between: the same failure, said
+    twice. The first gets `echo_of` the second, which is acted on."""
+    out = list(events)
+    for k in range(len(out) - 1):
+        a, b = out[k], out[k + 1]
+        if not (a.is_failure and b.is_failure) or a.echo_of is not None:
+            continue
+        if a.figures or a.tokens or not b.figures or a.framework != b.framework:
+            continue
+        if b.line_no - a.line_no > MAX_HEADING_GAP + 1:
+            continue
+        if log.tag(a.line_no - 1) != log.tag(b.line_no - 1):
+            continue
+        if _scan(log, a.line_no, b.line_no - 1, _UNLINKED) != _UNLINKED:
+            continue  # a traceback or a chained-exception marker between them
+        out[k] = replace(a, echo_of=b.line_no)
+    return out
+
+
 def _primary_index(events: list[OomEvent]) -> int | None:
-    """The first failure; else the first offloading warning; else the last event."""
-    for wanted in (FAILURE_KINDS, ("offload",)):
-        for k, e in enumerate(events):
-            if e.kind in wanted:
-                return k
+    """The first failure (not a repeat of another); else the first offloading warning; else
+    the last event."""
+    for k, e in enumerate(events):
+        if e.kind in FAILURE_KINDS and e.echo_of is None:
+            return k
+    for k, e in enumerate(events):
+        if e.kind == "offload":
+            return k
     return len(events) - 1 if events else None
 
 
@@ -613,7 +641,7 @@ def read_log(text: str) -> TriageReading:
     events = _postprocess(found, reader, ollama)  # line_no: 1 + index in the cleaned lines
     # the host's RAM, not the GPU's: said by not_oom_reason (not_oom.near_miss), not an event
     events = [e for e in events if _HOST_RAM not in e.message]
-    events = _mark_echoes(events, log)
+    events = _mark_echoes(_mark_headings(events, log), log)
     is_oom = any(e.kind != "startup" for e in events)
     primary_at = _primary_index(events)
     if is_oom and primary_at is not None:
