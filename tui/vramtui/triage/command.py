@@ -8,6 +8,7 @@ import sys
 from vramtui.errors import SpecError
 from vramtui.fsutil import user_path
 from vramtui.triage.advice import STAGE_CHOICES, fits_word
+from vramtui.triage.event_list import other_events, reported_event
 from vramtui.units import format_bytes
 
 EXIT_NO_OOM = 3
@@ -58,11 +59,14 @@ def triage_to_dict(reading, advice) -> dict:
         "figures": dict(ev.figures) if ev else {},
         "figures_as_written": dict(ev.as_written) if ev else {},
         "tokens": dict(ev.tokens) if ev else {},
+        "reported_event": reported_event(reading) or None,
         "events": [
             {
                 "framework": e.framework,
                 "kind": e.kind,
                 "line_no": e.line_no,
+                "reported": e is ev,
+                "echo_of_line_no": e.echo_of,
                 "message": e.message,
                 "figures": dict(e.figures),
                 "tokens": dict(e.tokens),
@@ -284,7 +288,10 @@ def _print(reading, advice) -> None:
     head.append(f"{ev.framework} out of memory", style="bold red")
     if ev.gpu_index is not None:
         head.append(f" on GPU {ev.gpu_index}")
-    head.append(f" (line {ev.line_no})\n")
+    if len(reading.events) > 1:
+        head.append(f" ({reported_event(reading)})\n")
+    else:
+        head.append(f" (line {ev.line_no})\n")
     head.append(ev.message + "\n", style="dim")
     ph = reading.phase
     head.append("stage: ", style="bold")
@@ -309,14 +316,11 @@ def _print(reading, advice) -> None:
                 format_bytes(value),
             )
         console.print(t)
-    if len(reading.events) > 1:
-        console.print(
-            Text(
-                f"{len(reading.events)} out-of-memory events in the text; acting on "
-                f"the one at line {ev.line_no}",
-                style="dim",
-            )
-        )
+    others = other_events(reading)
+    if others:
+        console.print(Text("other events in the text (not acted on):", style="bold"))
+        for line in others:
+            console.print(Text("  " + line, style="dim"))
     if advice is None:
         console.print(
             Text(

@@ -74,6 +74,13 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
         "(",
     ),
     ("pod", r"\[pod/[^\]\n]{1,200}\][ \t]", "["),  # kubectl logs --prefix
+    # a process number in brackets, only where a time stamp or a rank tag follows
+    # ("[1] 2019-06-13 01:17:08", "[80746] [rank0]:")
+    (
+        "procno",
+        r"\[\d{1,7}\][ \t](?=\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[(?:rank|default)?\d{1,6}\]:)",
+        "[",
+    ),
     # ---- record headers: time, level, source
     (
         "vllm",  # "INFO 01-15 10:22:11 [x.py:12] ", older "INFO 09-12 16:40:02 x.py:1008] "
@@ -82,14 +89,21 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
         _LEVEL_INITIALS,
     ),
     (
+        "tflog",  # TensorFlow / XLA C++ logging "2019-01-08 19:06:11.303639: E path/x.cc:601] "
+        _TS + r":[ \t][IWEF][ \t][^\]\n]{1,200}\][ \t]?",
+        _DIGITS,
+    ),
+    (
         "pylog",  # "%(asctime)s - %(name)s - %(levelname)s - ", loguru "ts | LEVEL | m:f:1 - "
         _TS + r"(?:" + _SEP + r"(?:" + _LEVEL + r"[ \t]{0,8}|[\w.<>:-]{1,80})"
         r"(?=" + _SEP + r")){0,3}" + _SEP,
         _DIGITS,
     ),
     (
-        "stamp",  # ISO (tracing "ts  INFO target: ", docker logs -t, CI runners)
-        _TS + r"[ \t](?:[ \t]?" + _LEVEL + r"[ \t]{1,4}(?:[\w:.-]{1,80}:[ \t])?)?",
+        "stamp",  # ISO (tracing "ts  INFO target: ", docker logs -t, CI runners,
+        # "ts LEVEL pid [file.py:64] ")
+        _TS + r"[ \t](?:[ \t]?" + _LEVEL + r"[ \t]{1,4}(?:[\w:.-]{1,80}:[ \t]|"
+        r"\d{1,10}[ \t]\[[\w.-]{1,80}:\d{1,6}\][ \t]?)?)?",
         _DIGITS,
     ),
     (
@@ -104,13 +118,26 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
     ),
     ("basic", _LEVEL + r":[\w.<>-]{1,80}:", _LEVEL_INITIALS),  # logging.basicConfig ERROR:root:
     (
+        "padded",  # uvicorn / loguru "LEVEL:" padded to 10 columns ("ERROR:    ", "INFO:     ")
+        r"(?:INFO:[ ]{5}|ERROR:[ ]{4}|DEBUG:[ ]{4}|WARNING:[ ]{2}|CRITICAL:[ ])",
+        _LEVEL_INITIALS,
+    ),
+    (
+        "level",  # "[info] ", "[ERROR] " (Elixir Logger, many CLIs), "[INFO 2020-05-26 20:08:23] "
+        r"\[(?:" + _LEVEL + r"|debug|info|notice|warning|warn|error|critical|fatal|trace)"
+        r"(?:[ \t]" + _TS + r")?\][ \t]",
+        "[",
+    ),
+    (
         "glog",  # torch.distributed.elastic, absl "W0612 10:14:03.118000 140231 api.py:897] "
         r"[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d{1,9}[ \t]{1,4}\d{1,10}[ \t][^\]\n]{1,200}\][ \t]?",
         "IWEF",
     ),
     (
-        "c10",  # "[W501 12:00:00.123 ProcessGroupNCCL.cpp:4115] "
-        r"\[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d{1,9}[ \t][^\]\n]{1,200}\][ \t]?",
+        # "[W501 12:00:00.123 ProcessGroupNCCL.cpp:4115] " (month not zero-padded), older
+        # "[E ProcessGroupNCCL.cpp:737] "
+        "c10",
+        r"\[[IWEF](?:\d{3,4}[ \t]\d\d:\d\d:\d\d\.\d{1,9})?[ \t][\w./-]{1,120}:\d{1,6}\][ \t]?",
         "[",
     ),
     (
@@ -150,7 +177,7 @@ for _c in {c for _n, _p, firsts in _FAMILIES for c in firsts}:
     _BY_FIRST[_c] = _alternation({n for n, _p, firsts in _FAMILIES if _c in firsts})
 del _c
 _LOOSE = ("srun", "host", "compose", "quote", "pytest")
-_LAUNCHERS = ("rank", "mpi", "worker", "pod", "srun", "host", "compose")
+_LAUNCHERS = ("rank", "mpi", "worker", "pod", "procno", "srun", "host", "compose")
 _DIGIT = re.compile(r"\d")
 
 _MARKDOWN_HINTS = ("```", "~~~", "<details", "<summary")
@@ -215,6 +242,20 @@ def _tag_of(prefix: str) -> str | None:
     return " ".join(parts) or None
 
 
+def _has_record_header(prefix: str) -> bool:
+    """Whether a stripped prefix holds more than launcher tags (a time stamp, a level): the
+    line starts a record of its own, it does not continue the one above."""
+    pos = 0
+    for _ in range(MAX_PREFIXES):
+        m = _PREFIX_RE.match(prefix, pos)
+        if m is None or m.end() == pos:
+            break
+        if m.lastgroup not in _LAUNCHERS:
+            return True
+        pos = m.end()
+    return False
+
+
 def line_tag(raw: str) -> str | None:
     """The rank / worker tag of a raw line ("[rank1]:", "(VllmWorker rank=1 pid=7)"), or None."""
     line = clean_line(raw[:400])
@@ -245,6 +286,12 @@ class CleanLog:
         if t == "":
             t = self._tags[i] = _tag_of(p)
         return t
+
+    def starts_record(self, i: int) -> bool:
+        """Whether line i's prefix carries a record header (time stamp, level) beyond the
+        launcher's tag: a logger record of its own."""
+        p = self.prefixes[i]
+        return bool(p) and _has_record_header(p)
 
     def line_no(self, i: int) -> int:
         """The 1-based original line number of cleaned line i."""

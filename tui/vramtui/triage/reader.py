@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from vramtui.triage.log_prefixes import CleanLog, clean_log, line_tag
+from vramtui.triage.not_oom import near_miss
 from vramtui.triage.oom_forms import (
     ANCHORS,
     ANY_KEY,
@@ -50,13 +51,30 @@ class OomEvent:
     figures: dict[str, int] = field(default_factory=dict)  # bytes, keys from FIGURE_KEYS
     as_written: dict[str, str] = field(default_factory=dict)  # same keys, as written
     tokens: dict[str, int] = field(default_factory=dict)  # e.g. max_model_len, kv_cache_tokens
+    # The line (original numbering) of the earlier failure this event repeats: the same message
+    # re-raised by a wrapper or printed again by a server, or an out-of-memory error raised while
+    # handling it ("During handling of the above exception"). None: a failure of its own.
+    echo_of: int | None = None
+
+    @property
+    def is_failure(self) -> bool:
+        """An out-of-memory error (not a start-up report, not an offloading warning)."""
+        return self.kind in FAILURE_KINDS
+
+
+# Kinds that are out-of-memory errors. "offload": accelerate says it put weights on the CPU or
+# the disk (the model did not fit, nothing failed yet); "startup": vLLM's / ollama's memory
+# report while starting (figures only).
+FAILURE_KINDS = ("allocation", "kv_cache")
 
 
 @dataclass(frozen=True)
 class TriageReading:
     is_oom: bool
     events: tuple[OomEvent, ...]  # every OOM-related event found, in order
-    primary: OomEvent | None  # the last allocation failure, else the last event
+    # The FIRST out-of-memory error (the later ones are often its consequences); when nothing
+    # failed, the first offloading warning; else the last start-up report (is_oom False).
+    primary: OomEvent | None
     phase: PhaseVerdict
     framework: str | None
     not_oom_reason: str  # when is_oom is False: one plain line; "" otherwise
@@ -79,6 +97,7 @@ _CODE_LINE = ascii_re(
     r"warnings|yield|def|#|//|\*|-{1,8}>\s?\d)\b"
 )
 _EXC_PREFIX = ascii_re(r"([A-Za-z_][\w.]{0,100}(?:Error|Exception)):\s{0,4}$")
+_EXC_START = ascii_re(r"[A-Za-z_][\w.]{0,100}(?:Error|Exception):\s")
 _PY_HEADER = ascii_re(r'\s{0,16}File "[^"\n]{1,1000}", line \d{1,9}, in ')
 _CONTINUATION_HINT = ascii_re(
     r"Tried to allocate|total capacity|reserved by PyTorch|is allocated by "
@@ -105,9 +124,15 @@ class _Reader:
     norm = clean  # prefixes were stripped by clean_log: one cleaned form
 
     def is_code_line(self, i: int) -> bool:
-        if _CODE_LINE.match(self.norm(i)):
+        """A source line: a statement ("raise", "if"...), or the line under a frame header,
+        unless that line is an exception ("RuntimeError: ..."): a frame whose source Python
+        cannot show (File "<stdin>"), or interleaved output, has none."""
+        text = self.norm(i)
+        if _CODE_LINE.match(text):
             return True
-        return i > 0 and bool(_PY_HEADER.match(self.norm(i - 1)))
+        if i > 0 and _PY_HEADER.match(self.norm(i - 1)):
+            return not _EXC_START.match(text.lstrip())
+        return False
 
     # -- one message starting at line i, column col
     def gather(self, i: int, col: int, form: Form) -> tuple[str, int, Facts]:
@@ -123,8 +148,12 @@ class _Reader:
                 if not cont.strip():
                     break
                 pj = self.log.prefixes[j]
-                if pj and pj != prefix:
-                    break  # another record (a new time stamp) or another rank's line
+                if (
+                    pj != prefix
+                    and pj
+                    and (self.log.tag(j) != self.log.tag(i) or self.log.starts_record(j))
+                ):
+                    break  # another rank's line, or another record (a new time stamp)
                 if _STRUCTURAL.match(cont.lstrip()) or self.is_code_line(j):
                     break
                 if self.match_start(self.norm(j)) is not None:
@@ -399,16 +428,137 @@ def _postprocess(
     return out
 
 
+# ------------------------------------------------------------------------------ echoes
+
+_CHAIN_MARKERS = (
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+)
+_EXC_HEAD = ascii_re(r"(?:[A-Za-z_][\w.]{0,100}(?:Error|Exception)|[Ee]rror):\s{0,4}")
+_WS = re.compile(r"\s+")
+
+# How two lines are linked, scanned from the first towards the second: (a chained-exception
+# marker waits for its traceback, a marker was seen, a traceback of its own started).
+_Link = tuple[bool, bool, bool]
+_UNLINKED: _Link = (False, False, False)
+
+
+def _core(message: str) -> str:
+    """The message without the exception name in front, white space collapsed."""
+    m = _EXC_HEAD.match(message)
+    return _WS.sub(" ", message[m.end() :] if m else message).strip().strip("'\"")
+
+
+def _scan(log: CleanLog, start: int, stop: int, link: _Link) -> _Link:
+    """Carry `link` over cleaned lines start..stop-1: a traceback that no chained-exception
+    marker ("During handling of the above exception", "The above exception was the direct
+    cause") announces starts a failure of its own."""
+    pending, chained, fresh = link
+    for i in range(start, stop):
+        if fresh:
+            break
+        s = log.lines[i].lstrip()
+        if s.startswith(_CHAIN_MARKERS):
+            pending = chained = True
+        elif s.startswith("Traceback (most recent call last)"):
+            fresh = not pending
+            pending = False
+    return pending, chained, fresh
+
+
+def _echoes(log: CleanLog, a: OomEvent, b: OomEvent, link: _Link) -> bool:
+    """Whether failure b repeats the earlier failure a (line_no: 1 + cleaned index), the lines
+    between them scanned into `link`."""
+    if a.gpu_index is not None and b.gpu_index is not None and a.gpu_index != b.gpu_index:
+        return False
+    if log.tag(a.line_no - 1) != log.tag(b.line_no - 1):
+        return False  # another rank / worker failed too: a failure of its own
+    _pending, chained, fresh = link
+    if chained and not fresh:
+        return True  # re-raised by a wrapper, or a clean-up error while handling the first
+    core_a = _core(a.message)
+    same = bool(a.figures) and a.figures == b.figures and core_a == _core(b.message)
+    if fresh:
+        return same  # printed again whole (a launcher relaying a shard's traceback)
+    if same or (b.figures and all(a.figures.get(k) == v for k, v in b.figures.items())):
+        return True  # the same figures: a logger or a server repeating the message
+    return len(core_a) >= 12 and core_a[:160] in _WS.sub(" ", b.message)
+
+
+def _mark_echoes(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
+    """Each failure that repeats an earlier one gets `echo_of` (the original's line_no, in
+    cleaned numbering like line_no). A failure is compared with the failure just before it
+    and with that one's original; the lines between are scanned once for each: linear."""
+    out: list[OomEvent] = []
+    prev: OomEvent | None = None  # the last failure
+    root: OomEvent | None = None  # the original that `prev` is or repeats
+    root_link = _UNLINKED  # the lines from root up to prev, scanned
+    for ev in events:
+        if not ev.is_failure or ev.echo_of is not None:  # a heading: already marked
+            out.append(ev)
+            continue
+        if prev is not None and root is not None:
+            start, stop = prev.line_no, ev.line_no - 1  # the lines strictly between
+            link = _scan(log, start, stop, _UNLINKED)
+            from_root = _scan(log, start, stop, root_link) if root is not prev else link
+            if _echoes(log, prev, ev, link) or (
+                root is not prev and _echoes(log, root, ev, from_root)
+            ):
+                ev = replace(ev, echo_of=root.line_no)
+                root_link = from_root
+            else:
+                root, root_link = ev, _UNLINKED
+        else:
+            root = ev
+        prev = ev
+        out.append(ev)
+    return out
+
+
+MAX_HEADING_GAP = 3  # lines between a figure-less mention and the message it announces
+
+
+def _mark_headings(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
+    """A failure without figures right before a failure of the same framework that has them
+    ("but now I get CUDA out of memory error:" above the message, a logger's one-line summary
+    above the traceback's last line), with no traceback between: the same failure, said
+    twice. The first gets `echo_of` the second, which is acted on."""
+    out = list(events)
+    for k in range(len(out) - 1):
+        a, b = out[k], out[k + 1]
+        if not (a.is_failure and b.is_failure) or a.echo_of is not None:
+            continue
+        if a.figures or a.tokens or not b.figures or a.framework != b.framework:
+            continue
+        if b.line_no - a.line_no > MAX_HEADING_GAP + 1:
+            continue
+        if log.tag(a.line_no - 1) != log.tag(b.line_no - 1):
+            continue
+        if _scan(log, a.line_no, b.line_no - 1, _UNLINKED) != _UNLINKED:
+            continue  # a traceback or a chained-exception marker between them
+        out[k] = replace(a, echo_of=b.line_no)
+    return out
+
+
+def _primary_index(events: list[OomEvent]) -> int | None:
+    """The first failure (not a repeat of another); else the first offloading warning; else
+    the last event."""
+    for k, e in enumerate(events):
+        if e.kind in FAILURE_KINDS and e.echo_of is None:
+            return k
+    for k, e in enumerate(events):
+        if e.kind == "offload":
+            return k
+    return len(events) - 1 if events else None
+
+
 # ------------------------------------------------------------------------------ not an OOM
 
 _EXCEPTION_LINE = ascii_re(
     r"(?:[A-Za-z_][\w.]{0,100}\.)?[A-Z]\w{0,80}(?:Error|Exception|Exit|Interrupt|"
     r"Failure)\b(?::\s?.{0,400})?\s*$|Error: .{1,400}$"
 )
-_KILLED = ascii_re(
-    r"(?:^|\s)Killed\s*$|exit(?:code| code| status)\s*:?\s*(?:137|-9)\b|"
-    r"\bSIGKILL\b|signal 9\b"
-)
+_HOST_RAM = "DefaultCPUAllocator"  # PyTorch's CPU allocator: host RAM ran out
 _UNREADABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 
 
@@ -438,22 +588,19 @@ def _not_oom_reason(text: str, reader: _Reader, events: list[OomEvent]) -> str:
     last_exc = reader.norm(last).strip() if last is not None else None
     tail = f"it ends with {last_exc[:240]}" if last_exc else None
     notes = []
+    startup = [e for e in events if e.kind == "startup"]
+    seen = near_miss(reader.log)
+    if seen is not None and not (seen[0] == "notice" and startup):
+        notes.append(seen[1])
     if "[deepspeed] OVERFLOW!" in text:
         notes.append(
             "'[deepspeed] OVERFLOW!' is an fp16 loss-scale overflow (the step is "
             "skipped), not a memory error"
         )
-    window = "\n".join(reader.clean(i) for i in range(max(0, reader.n - 200), reader.n))
-    if _KILLED.search(window):
-        notes.append(
-            "the process was killed (SIGKILL / exit 137), which usually means the "
-            "host ran out of system RAM (the kernel's OOM killer), not GPU memory"
-        )
-    startup = [e for e in events if e.kind == "startup"]
     if startup:
         frameworks = sorted({e.framework for e in startup})
         notes.append(f"only {'/'.join(frameworks)} start-up memory lines were found, no failure")
-    parts = [p for p in (tail, *notes) if p]
+    parts = [p for p in (*notes[:1], tail, *notes[1:]) if p]
     if not parts:
         parts = [f"no error line in its {reader.n:,} lines"]
     return (
@@ -492,12 +639,11 @@ def read_log(text: str) -> TriageReading:
         "ollama" in text or "llama runner" in text or ("source=" in text and ".go:" in text)
     )
     events = _postprocess(found, reader, ollama)  # line_no: 1 + index in the cleaned lines
-    failures = [k for k, e in enumerate(events) if e.kind != "startup"]
-    is_oom = bool(failures)
-    allocation = [k for k, e in enumerate(events) if e.kind == "allocation"]
-    primary_at = allocation[-1] if allocation else (len(events) - 1 if events else None)
-    if primary_at is not None and events[primary_at].kind == "startup" and failures:
-        primary_at = failures[-1]
+    # the host's RAM, not the GPU's: said by not_oom_reason (not_oom.near_miss), not an event
+    events = [e for e in events if _HOST_RAM not in e.message]
+    events = _mark_echoes(_mark_headings(events, log), log)
+    is_oom = any(e.kind != "startup" for e in events)
+    primary_at = _primary_index(events)
     if is_oom and primary_at is not None:
         phase = phase_of(log, events[primary_at].line_no - 1)
     elif text.strip():
@@ -509,7 +655,14 @@ def read_log(text: str) -> TriageReading:
         )
     else:
         phase = PhaseVerdict("unknown", "", None, "the text is empty")
-    events = [replace(e, line_no=log.line_nos[e.line_no - 1]) for e in events]
+    events = [
+        replace(
+            e,
+            line_no=log.line_nos[e.line_no - 1],
+            echo_of=None if e.echo_of is None else log.line_nos[e.echo_of - 1],
+        )
+        for e in events
+    ]
     primary = events[primary_at] if primary_at is not None else None
     return TriageReading(
         is_oom=is_oom,
@@ -522,6 +675,7 @@ def read_log(text: str) -> TriageReading:
 
 
 __all__ = [
+    "FAILURE_KINDS",
     "FIGURE_KEYS",
     "FRAMEWORKS",
     "KINDS",

@@ -14,6 +14,7 @@ from textual.widgets import Button, DataTable, Input, Label, Select, Static, Tex
 from vramtui.render import unit_label
 from vramtui.safe_text import safe_line
 from vramtui.triage.advice import fits_word
+from vramtui.triage.event_list import other_events, reported_event
 from vramtui.triage.phase import PHASES
 from vramtui.units import format_bytes
 
@@ -164,15 +165,20 @@ class TriagePane(Vertical):
             text.append(safe_line(f"{ev.framework} out of memory"), style="bold red")
             if ev.gpu_index is not None:
                 text.append(f" on GPU {ev.gpu_index}")
-            text.append(f" (line {ev.line_no}")
             if len(reading.events) > 1:
-                text.append(f"; {len(reading.events)} events in the text, acting on this one")
-            text.append(")\n")
+                text.append(f" ({safe_line(reported_event(reading))})\n")
+            else:
+                text.append(f" (line {ev.line_no})\n")
             ph = reading.phase
             text.append(f"stage {ph.phase}: ", style="bold")
             text.append(safe_line(ph.reason))
             if ph.evidence:
                 text.append(f"\nline {ph.line_no}: {safe_line(ph.evidence)}", style="dim")
+            others = other_events(reading)
+            if others:
+                text.append("\nother events in the text (not acted on):", style="bold")
+                for line in others:
+                    text.append(f"\n  {safe_line(line)}", style="dim")
             if advice is not None:
                 if advice.stage_question:
                     text.append(
