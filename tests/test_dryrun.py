@@ -368,7 +368,10 @@ def test_to_dict_and_render():
     assert "measured_items" not in data
     assert {(i["status"], i["counter"]) for i in data["traced_items"]} == {
         ("traced_estimate", "dry-run live tensor bytes"),
-        ("traced_estimate", "dry-run live tensor bytes, each storage rounded up to 512-byte blocks"),
+        (
+            "traced_estimate",
+            "dry-run live tensor bytes, each storage rounded up to 512-byte blocks",
+        ),
     }
     assert any(i["key"] == "overhead.cuda_context" for i in data["not_in_trace"])
     assert data["comparison"][0]["stage"] == "forward"
