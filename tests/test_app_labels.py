@@ -140,3 +140,33 @@ async def test_item_column_takes_the_pane_width(catalog, tmp_path):
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert table.columns["item"].width == 24
+
+
+async def test_triage_pane_figures_follow_gb_mode(catalog, tmp_path):
+    """The capacity 'fits' is judged against, the figures table and the attempt log in GB:
+    79.25 GiB = 79.25 x 2^30 B = 85,094,039,552 B = 85.09 GB."""
+    log = REPO / "tests" / "triage_logs" / "pytorch_cuda_current_generate.log"
+    app = _app(catalog, tmp_path, CHAT_SPEC, units="gb")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("f7")
+        app.triage_pane.set_log_text(log.read_text())
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        summary = _text(app.query_one("#triage-summary", Static).content)
+        assert "'fits' is judged against 85.09 GB" in summary
+        figures = _text(app.query_one("#triage-figures", Static).content)
+        # the figures in GB beside the log's own words (the "as written" column quotes it):
+        # 79.25 GiB -> 85.09 GB; tried to allocate 1.96 GiB = 2,104,533,975 B -> 2.10 GB
+        assert "│ 79.25 GiB             │ 85.09 GB │" in figures
+        assert "2.10 GB" in figures
+        recs = app.query_one("#triage-recs", DataTable)
+        index = [r.change for r in app.session.triage_advice.recommendations].index(
+            "concurrency 16 -> 8"
+        )
+        recs.focus()
+        recs.move_cursor(row=index)
+        await pilot.click("#triage-apply")
+        await pilot.pause()
+        logged = _text(app.query_one("#triage-log-view", Static).content)
+        predicted = app.session.spec.triage[-1].predicted_peak_bytes
+        assert f"{predicted / 1e9:.2f} GB" in logged and "GiB" not in logged
