@@ -464,15 +464,9 @@ def test_70b_tp2_sheet_is_compact_and_keeps_its_figures():
         # KV: 2 x 80 layers x 4 KV heads per GPU x 128 x 2 B = 163,840 B per token, x 8 x
         # 4,608 tokens = 6,039,797,760 B = 5.625 GiB, printed 5.62 GiB
         "| KV cache (bf16) | 5.62 GiB | prefill, decode |",
-        # related facts share a line
-        (
-            "**Precision, runtime:** bf16; KV cache bf16, paged blocks of 16 tokens; engine vllm, "
-            "attention flash"
-        ),
-        (
-            "**Lengths, concurrency:** 4,096 prompt + 512 generated = 4,608 tokens per sequence; "
-            "8 concurrent sequences (36,864 tokens held at once)"
-        ),
+        "**Precision:** bf16; KV cache bf16, paged blocks of 16 tokens",
+        "**Lengths:** 4,096 prompt + 512 generated = 4,608 tokens per sequence",
+        "**Concurrency:** 8 concurrent sequences (36,864 tokens held at once)",
         # the staged plan in one line, every step with its status
         (
             "**Staged validation plan** (only the required limit validates the workload): "
@@ -487,8 +481,8 @@ def test_70b_tp2_sheet_is_compact_and_keeps_its_figures():
         "Staged validation plan (only the required limit validates the workload): load the "
         "model (no inputs): not run;" in text
     )
-    # 61 non-blank lines, down from 67 before the facts and the plan were merged
-    assert len([line for line in md.splitlines() if line.strip()]) == 61
+    # 63 non-blank lines, down from 67 before the plan's note and 4 steps became one line
+    assert len([line for line in md.splitlines() if line.strip()]) == 63
 
 
 def test_evidence_is_cited_in_short_with_the_full_source_kept():

@@ -206,23 +206,17 @@ def _workload(spec, arch, est: Estimate) -> Section:
         precision += f"; KV cache {r.kv_cache_dtype}, " + (
             f"paged blocks of {block} tokens" if block else "contiguous"
         )
-    # Related facts share a line (precision with the runtime, lengths with the batch): the
-    # sheet stays on one printed page.
     rows: list[tuple[str, Cell]] = [
         ("Model", _model_cell(spec, arch, est)),
         ("Task", task_text(spec)),
-        (
-            "Precision, runtime",
-            f"{precision}; engine {r.engine or 'not stated'}, attention {r.attention}",
-        ),
+        ("Precision", precision),
     ]
     if spec.training is not None:
         rows.append(("Training", training_text(spec.training)))
     rows += [
-        (
-            "Lengths, micro-batch" if spec.is_training else "Lengths, concurrency",
-            f"{lengths_text(spec)}; {batch_text(spec)}",
-        ),
+        ("Runtime", f"engine {r.engine or 'not stated'}; attention {r.attention}"),
+        ("Lengths", lengths_text(spec)),
+        ("Micro-batch" if spec.is_training else "Concurrency", batch_text(spec)),
         ("Placement", placement_text(spec)),
         ("Headroom", headroom_cell(spec)),
     ]
