@@ -2,7 +2,7 @@
 
 For each case: the wall time of `run_dry_run` (fresh process state after a warm-up of the
 imports), split into the model build and the trace, the number of storages recorded, and the
-peak the trace measured. N repetitions, median and min.
+peak the trace reached (a traced estimate). N repetitions, median and min.
 
     PYTHONPATH=tui python bench/bench_dryrun.py [-n 3] [--save]
 

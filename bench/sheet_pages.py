@@ -6,9 +6,10 @@ appended to a temporary copy (the sheet itself keeps the printer's paper size), 
 of the PDF are counted: the `/Type /Page` objects (not `/Pages`), checked against `pdfinfo`
 where poppler-utils is installed. The paper size is read back from the first /MediaBox.
 
-Cases: every spec in sample_specs/, plus two built here: the 8B chat spec with 6 [[measured]]
-figures and 3 [[triage]] entries, and the 4-GPU full fine-tune with 6 figures and 7 entries
-(the sheet shows the last 5 and counts the rest).
+Cases: every spec in sample_specs/, the 70B TP=2 inference spec of the sheet tests
+(tests/sheet_specs/, Llama 3.1 70B Instruct in bf16 on 2 GPUs), plus two built here: the 8B
+chat spec with 6 [[measured]] figures and 3 [[triage]] entries, and the 4-GPU full fine-tune
+with 6 figures and 7 entries (the sheet shows the last 5 and counts the rest).
 
     PYTHONPATH=tui python bench/sheet_pages.py [--save] [--keep DIR]
 
@@ -251,6 +252,7 @@ def finetune_extra() -> str:
 
 def cases(tmp: Path) -> list[tuple[str, Path]]:
     out = [(p.stem, p) for p in sorted((REPO / "sample_specs").glob("*.toml"))]
+    out += [(p.stem, p) for p in sorted((REPO / "tests" / "sheet_specs").glob("*.toml"))]
     built = [
         ("llama-3.1-8b-chat + 6 measured + 3 triage", "llama-3.1-8b-chat-8k-x16", chat_extra()),
         (

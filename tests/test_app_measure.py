@@ -140,6 +140,9 @@ async def test_dry_run_button_traces_in_the_background(tmp_path, monkeypatch):
         await pilot.pause()
         shown = _text(app.query_one("#ledger-dryrun", Static))
         assert "dry-run live tensor bytes" in shown
+        # a meta-device trace is a traced estimate, never labelled measured
+        assert "≈ traced estimate (dry-run live tensor bytes)" in shown
+        assert "= measured" not in shown
         assert "attention (flash)" in shown
         assert "prefill" in shown and "decode" in shown
         assert not button.disabled

@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run",
         action="store_true",
         help="also trace the real transformers model code on the meta device (no GPU, no "
-        "weights): per-stage live tensor bytes beside the ledger (needs vramtui[dryrun])",
+        "weights): traced estimates of the live tensor bytes per stage, beside the ledger "
+        "(needs the dryrun extra: pip install '.[dryrun]')",
     )
 
     sl = sub.add_parser(
@@ -618,7 +619,7 @@ def _simple_mode(args) -> int:
         return 0
     from vramtui.render import print_renderable, simple_renderable
 
-    print_renderable(simple_renderable(simple))
+    print_renderable(simple_renderable(simple, args.units))
     return 0
 
 

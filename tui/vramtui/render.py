@@ -174,31 +174,33 @@ def unit_label(unit: str) -> str:
     return {"gib": "GiB", "gb": "GB", "mib": "MiB", "bytes": "bytes"}[unit]
 
 
-def simple_renderable(simple: SimpleEstimate) -> Group:
+def simple_renderable(simple: SimpleEstimate, unit: str = "gib") -> Group:
+    """The seed's simple mode in the display unit: exact bytes in the bytes column, every other
+    figure (the reserve too) in GiB, GB or MiB, never two decimal units mixed."""
+    shown = "gib" if unit == "bytes" else unit  # exact bytes have their own column
+    reserve = format_bytes(simple.reserve_bytes, shown)
     head = Text()
     head.append(f"{simple.params:,} parameters at {simple.bits:g} bits\n", style="bold")
     head.append(
         f"weights only: {format_bytes(simple.weights_only_bytes, 'bytes')} "
-        f"({format_bytes(simple.weights_only_bytes, 'gib')})  [estimated]\n"
+        f"({format_bytes(simple.weights_only_bytes, shown)})  [estimated]\n"
     )
     head.append(
-        f"rough range: {format_bytes(simple.rough_total_bytes, 'gib')} = weights + "
-        f"{simple.reserve_gib:g} GiB reserve  [an assumption to verify, not a peak]"
+        f"rough range: {format_bytes(simple.rough_total_bytes, shown)} = weights + "
+        f"{reserve} reserve  [an assumption to verify, not a peak]"
     )
-    table = Table(
-        title=f"format table (same {simple.reserve_gib:g} GiB reserve)", title_justify="left"
-    )
+    table = Table(title=f"format table (same {reserve} reserve)", title_justify="left")
     table.add_column("bits", justify="right")
     table.add_column("weights only", justify="right")
-    table.add_column("GiB", justify="right")
+    table.add_column(unit_label(shown), justify="right")
     table.add_column("rough range", justify="right")
     table.add_column("note", overflow="fold")
     for r in simple.table:
         table.add_row(
             str(r.bits),
             format_bytes(r.weights_only_bytes, "bytes"),
-            format_bytes(r.weights_only_bytes, "gib"),
-            format_bytes(r.rough_total_bytes, "gib"),
+            format_bytes(r.weights_only_bytes, shown),
+            format_bytes(r.rough_total_bytes, shown),
             r.note,
         )
     return Group(head, table)

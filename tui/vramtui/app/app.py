@@ -891,7 +891,7 @@ class VramtuiApp(App):
         )
         yield SystemCommand(
             "Dry run",
-            "Trace the real model code on the meta device: live tensor bytes per stage",
+            "Trace the real model code on the meta device: traced estimates per stage",
             self.ledger_pane.start_dry_run,
         )
         yield SystemCommand(

@@ -1,8 +1,9 @@
 """Dry run: trace the real `transformers` model code on PyTorch's meta device - shapes and
-dtypes, no storage, no weights - and measure the live tensor bytes of every stage.
+dtypes, no storage, no weights - and count the live tensor bytes of every stage: traced
+estimates, shown beside the ledger, never measurements.
 
 Importing this package does not import torch: torch, transformers (and peft, for LoRA/QLoRA)
-are the optional `vramtui[dryrun]` extra, imported when a dry run starts.
+are the optional `dryrun` extra (`pip install '.[dryrun]'`), imported when a dry run starts.
 
     from vramtui.dryrun import run_dry_run, dry_run_to_dict, dry_run_renderable
     result = run_dry_run(spec, arch)          # DryRunResult, or DryRunError (one line)

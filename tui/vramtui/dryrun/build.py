@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vramtui.dryrun.errors import DryRunError, missing_extra
+from vramtui.dryrun.errors import INSTALL_HINT, DryRunError, missing_extra
 from vramtui.ledger.formats import BNB4_FORMATS, DTYPE_FORMATS, FLOAT_BYTES, QuantParams
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -260,9 +260,7 @@ def _add_lora(spec, built: BuiltModel) -> None:
     try:
         import peft
     except ImportError:
-        raise DryRunError(
-            "the dry run of a LoRA/QLoRA spec needs peft: pip install 'vramtui[dryrun]'"
-        ) from None
+        raise DryRunError(f"the dry run of a LoRA/QLoRA spec needs peft; {INSTALL_HINT}") from None
     lora = spec.task.lora
     targets = [t.rsplit(".", 1)[-1] for t in lora.targets]
     target_modules = "all-linear" if "all-linear" in targets else targets

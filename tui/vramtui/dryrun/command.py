@@ -152,7 +152,9 @@ def dry_run_to_dict(result: DryRunResult, estimate=None) -> dict:
     """The trace as JSON-ready data; with the ledger's estimate, the comparison and the items
     a trace of tensors cannot see."""
     out = result.to_dict()
-    out["measured_items"] = [
+    # Traced estimates, labelled as such (status "traced_estimate" with the counter's name):
+    # a meta-device trace is never a measurement.
+    out["traced_items"] = [
         {
             "key": i.key,
             "name": i.name,
@@ -161,7 +163,7 @@ def dry_run_to_dict(result: DryRunResult, estimate=None) -> dict:
             "counter": i.counter,
             "stage_bytes": dict(i.stage_bytes),
         }
-        for i in result.measured_items()
+        for i in result.traced_items()
     ]
     if estimate is not None:
         from vramtui.dryrun.compare import compare, comparison_to_dict, not_in_trace

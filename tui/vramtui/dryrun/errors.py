@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from vramtui.errors import VramtuiError
 
-INSTALL_HINT = "install the dry-run extra: pip install 'vramtui[dryrun]'"
+# The README's install: from the vramtui source directory, with the `dryrun` extra.
+INSTALL_HINT = (
+    "install the dry-run extra from the vramtui source directory: pip install '.[dryrun]'"
+)
 
 
 class DryRunError(VramtuiError):

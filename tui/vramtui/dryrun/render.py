@@ -11,7 +11,8 @@ from vramtui.dryrun.result import CATEGORY_LABELS, DryRunResult
 from vramtui.ledger.items import STAGE_LABELS
 from vramtui.units import format_bytes_readable
 
-MEASURED_STYLE = "green"
+TRACED_STYLE = "cyan"
+TRACED_MARK = "≈ traced estimate"
 
 
 def _fmt(n: int | None, unit: str) -> str:
@@ -36,7 +37,7 @@ def dry_run_renderable(result: DryRunResult, estimate=None, unit: str = "gib") -
         f" · {result.task_kind} · {result.compute_dtype} · traced on the {result.device} "
         f"device in {result.trace_seconds:.1f} s (build {result.build_seconds:.1f} s)\n"
     )
-    head.append("= measured", style=MEASURED_STYLE)
+    head.append(TRACED_MARK, style=TRACED_STYLE)
     head.append(f" ({result.counter}): {result.scope}\n")
     head.append(f"attention ({result.attention_kernel}): {result.attention_used}")
     parts: list = [head]
@@ -44,7 +45,7 @@ def dry_run_renderable(result: DryRunResult, estimate=None, unit: str = "gib") -
     comparisons = {c.stage: c for c in compare(result, estimate)} if estimate is not None else {}
     peaks = Table(title="Peak of live tensor bytes per stage", title_justify="left")
     peaks.add_column("stage")
-    peaks.add_column("trace peak", justify="right")
+    peaks.add_column("traced peak", justify="right")
     peaks.add_column("rounded to 512 B blocks", justify="right")
     if estimate is not None:
         peaks.add_column("ledger tensor items", justify="right")
@@ -53,7 +54,7 @@ def dry_run_renderable(result: DryRunResult, estimate=None, unit: str = "gib") -
     for s in result.stages:
         row = [
             STAGE_LABELS.get(s.stage, s.stage),
-            Text(_fmt(s.peak_bytes, unit), style=MEASURED_STYLE),
+            Text(_fmt(s.peak_bytes, unit), style=TRACED_STYLE),
             _fmt(s.peak_rounded_bytes, unit),
         ]
         if estimate is not None:

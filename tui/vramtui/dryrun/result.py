@@ -1,17 +1,21 @@
-"""What a dry run measured: per stage, the peak of live tensor bytes and its categories."""
+"""What a dry run traced: per stage, the peak of live tensor bytes and its categories.
+
+A trace on the meta device is a traced estimate (status "traced_estimate"), not a measurement:
+it is shown beside the ledger and never replaces an item or counts as verification."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vramtui.ledger.items import MEASURED, LedgerItem
+from vramtui.ledger.items import TRACED_ESTIMATE, LedgerItem
 
 COUNTER = "dry-run live tensor bytes"
 ROUNDED_COUNTER = "dry-run live tensor bytes, each storage rounded up to 512-byte blocks"
 SCOPE = (
-    "tensor bytes only, measured on a meta-device trace of the real model code (not on a GPU): "
-    "the CUDA context, library workspaces and allocator fragmentation are not in it"
+    "tensor bytes only, an estimate traced with the real model code on the meta device (not "
+    "measured on a GPU): the CUDA context, library workspaces and allocator fragmentation are "
+    "not in it"
 )
 
 # Trace categories, what a user reads, and the ledger category each one stands beside.
@@ -69,7 +73,7 @@ class DryRunResult:
     versions: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     counter: str = COUNTER
-    status: str = MEASURED
+    status: str = TRACED_ESTIMATE
     block_bytes: int = 512
     scope: str = SCOPE
 
@@ -98,8 +102,9 @@ class DryRunResult:
             return None
         return self.stage("forward").end_categories_bytes.get("activations", 0)
 
-    def measured_items(self) -> tuple[LedgerItem, ...]:
-        """The trace as ledger items (status measured, counter COUNTER): one per category with
+    def traced_items(self) -> tuple[LedgerItem, ...]:
+        """The trace as items beside the ledger (status traced_estimate, counter COUNTER: an
+        estimate from a meta-device trace, never a measurement): one per category with
         its bytes at each stage's peak (they add up to the stage peak), and the 512-byte
         rounding of the peak as its own item."""
         names = self.stage_names
@@ -118,7 +123,7 @@ class DryRunResult:
                     key=f"dryrun.{c}",
                     name=f"Dry run: {label}",
                     category=ledger_cat,
-                    status=MEASURED,
+                    status=TRACED_ESTIMATE,
                     basis=f"live at each stage's peak in the {self.device}-device trace "
                     f"({self.attention_used}); {SCOPE}",
                     stages=stages,
@@ -132,7 +137,7 @@ class DryRunResult:
                 key="dryrun.rounding",
                 name="Dry run: allocator rounding to 512-byte blocks",
                 category="overhead",
-                status=MEASURED,
+                status=TRACED_ESTIMATE,
                 basis="the peak of the same trace with every storage rounded up to the CUDA "
                 "caching allocator's 512-byte block, minus the unrounded peak",
                 stages=names,

@@ -12,6 +12,10 @@ ESTIMATED = "estimated"
 MEASURED = "measured"
 UNKNOWN = "unknown"
 STATUSES = (ESTIMATED, MEASURED, UNKNOWN)
+# A figure from a trace of the real model code on the meta device (the dry run): a close
+# estimate, not a counter read from a real run. Never a ledger status: a traced estimate is
+# shown beside the ledger, it never replaces an item nor counts as a measurement.
+TRACED_ESTIMATE = "traced_estimate"
 
 INFERENCE_STAGES = ("load", "prefill", "decode")
 TRAINING_STAGES = ("load", "forward", "backward", "optimizer_step", "validation", "export")

@@ -90,28 +90,32 @@ def _comparison_cell(c) -> Cell:
     return tuple(parts)
 
 
-def _plan(steps) -> Bullets:
-    """The staged validation plan, one step a line: its dimensions, status, what is left."""
-    items = []
-    for step in steps:
-        parts: list[Inline] = [
+def _plan(steps) -> Para:
+    """The staged validation plan in one paragraph, step after step: its dimensions, status
+    and what is left (one line instead of one a step keeps the sheet on one page)."""
+    parts: list[Inline] = [
+        Strong("Staged validation plan"),
+        " (only the required limit validates the workload): ",
+    ]
+    for i, step in enumerate(steps):
+        parts += [
+            "; " if i else "",
             Strong(step.title),
             f" ({step.dims_text}): ",
             Mark(PLAN_MARKS[step.status], step.status),
         ]
         if step.status in (PARTIAL, FAILED) and step.missing_stages:
-            parts.append("; to run " + ", ".join(STAGE_LABELS[s] for s in step.missing_stages))
-        parts += [f"; failed: {f}" for f in step.failures]
+            parts.append(", to run " + ", ".join(STAGE_LABELS[s] for s in step.missing_stages))
+        parts += [f", failed: {f}" for f in step.failures]
         if step.peak_bytes is not None:
-            parts.append(f"; largest {gib(step.peak_bytes)}")
-        items.append(tuple(parts))
-    return Bullets(tuple(items))
+            parts.append(f", largest {gib(step.peak_bytes)}")
+    parts.append(".")
+    return Para(tuple(p for p in parts if p != ""))
 
 
 def measured_section(comparisons, steps) -> Section:
     title = "Measured beside estimated"
     plan = _plan(steps)
-    note = Para(("Staged validation plan (only the required limit validates the workload):",))
     if not comparisons:
         intro = Para(
             (
@@ -121,9 +125,9 @@ def measured_section(comparisons, steps) -> Section:
                 ".",
             )
         )
-        return Section("measured", title, (intro, note, plan))
+        return Section("measured", title, (intro, plan))
     figures = Bullets(tuple(_comparison_cell(c) for c in comparisons))
-    return Section("measured", title, (figures, note, plan))
+    return Section("measured", title, (figures, plan))
 
 
 def conditions_section(spec) -> Section:

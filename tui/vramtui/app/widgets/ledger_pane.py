@@ -3,6 +3,7 @@ and the worst stage drawn against a card's usable memory."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -12,6 +13,9 @@ from textual.widgets import Button, DataTable, Label, Select, Static
 from vramtui.ledger.items import STAGE_LABELS
 from vramtui.render import STATUS_MARK, STATUS_STYLE, totals_table, unit_label, usage_bar
 from vramtui.units import format_bytes, format_bytes_readable
+
+SIZE_WIDTH, STATUS_WIDTH = 13, 11  # the ledger table's fixed columns
+ITEM_MIN_WIDTH = 24  # the item column never narrower than this
 
 
 def _size(n: int, unit: str) -> str:
@@ -55,7 +59,8 @@ class LedgerPane(Vertical):
                     id="dry-run",
                     compact=True,
                     tooltip="Trace the real transformers model code on the meta device (no GPU, "
-                    "no weights): live tensor bytes per stage beside the ledger",
+                    "no weights): traced estimates of the live tensor bytes per stage, beside "
+                    "the ledger (not measurements)",
                 )
             yield Static(id="ledger-bar")
             yield Static(id="ledger-totals")
@@ -65,11 +70,29 @@ class LedgerPane(Vertical):
             yield Static(id="ledger-notes", markup=False)
 
     def on_mount(self) -> None:
-        table = self.query_one("#ledger-table", DataTable)
-        table.add_column("size", key="size", width=13)
-        table.add_column("item", key="item", width=32)
-        table.add_column("status", key="status", width=11)
+        self._add_columns(self.query_one("#ledger-table", DataTable), ITEM_MIN_WIDTH)
+
+    def _add_columns(self, table: DataTable, item_width: int) -> None:
+        table.add_column(unit_label(self.unit), key="size", width=SIZE_WIDTH)
+        table.add_column("item", key="item", width=item_width)
+        table.add_column("status", key="status", width=STATUS_WIDTH)
         table.add_column("stages", key="stages")
+
+    def _item_width(self, names) -> int:
+        """The item column takes the room the pane has: the longest name when it fits beside
+        the size and status columns, never under ITEM_MIN_WIDTH (a narrow pane scrolls the
+        status and stages columns out of view; the status mark rides with the size)."""
+        longest = max((cell_len(n) for n in names), default=ITEM_MIN_WIDTH)
+        # one cell of padding each side of each of the four columns, and the scrollbar
+        room = self.size.width - SIZE_WIDTH - STATUS_WIDTH - 2 * 4 - 2
+        return max(ITEM_MIN_WIDTH, min(longest, room))
+
+    def on_resize(self, event) -> None:
+        if self.results is None:
+            return
+        width = self._item_width(i.name for i in self.results.estimate.items)
+        if self.query_one("#ledger-table", DataTable).columns["item"].width != width:
+            self._fill_table()
 
     # ------------------------------------------------------------------ updates
 
@@ -92,10 +115,34 @@ class LedgerPane(Vertical):
         flag.display = shortfall is not None
         if shortfall is not None:
             flag.update(Text(f"warning: {shortfall.line(unit)}", style="bold yellow"))
+        self._fill_table()
+        self.query_one("#ledger-totals", Static).update(totals_table(est, unit))
+        self._show_measured(results, unit)
+        self._show_dry_run()
+        notes = (
+            [f"Not in any total (unknown): {', '.join(i.name for i in est.unknown_items)}"]
+            if est.unknown_items
+            else []
+        )
+        notes += [f"Note: {n}" for n in est.notes]
+        self.query_one("#ledger-notes", Static).update("\n".join(notes))
+        self._show_basis()
+        self._show_bar()
+
+    def _fill_table(self) -> None:
+        """The items, one row each, with the item column as wide as the pane allows."""
+        est, unit = self.results.estimate, self.unit
+        layout = est.layout
         table = self.query_one("#ledger-table", DataTable)
-        table.columns["size"].label = Text(unit_label(unit))
         cursor = table.cursor_row
-        table.clear()
+        width = self._item_width(i.name for i in est.items)
+        if table.columns["item"].width != width or str(table.columns["size"].label) != (
+            unit_label(unit)
+        ):
+            table.clear(columns=True)
+            self._add_columns(table, width)
+        else:
+            table.clear()
         for item in est.items:
             if item.is_unknown:
                 size = Text("? unknown", style=STATUS_STYLE["unknown"], justify="right")
@@ -115,18 +162,6 @@ class LedgerPane(Vertical):
             )
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
-        self.query_one("#ledger-totals", Static).update(totals_table(est, unit))
-        self._show_measured(results, unit)
-        self._show_dry_run()
-        notes = (
-            [f"Not in any total (unknown): {', '.join(i.name for i in est.unknown_items)}"]
-            if est.unknown_items
-            else []
-        )
-        notes += [f"Note: {n}" for n in est.notes]
-        self.query_one("#ledger-notes", Static).update("\n".join(notes))
-        self._show_basis()
-        self._show_bar()
 
     def _show_measured(self, results, unit: str) -> None:
         """Measurements beside the estimates, and the staged validation checklist."""
@@ -161,7 +196,11 @@ class LedgerPane(Vertical):
             return
         self.query_one("#dry-run", Button).disabled = True
         self.query_one("#ledger-dryrun", Static).update(
-            Text("Dry run: tracing the model code on the meta device...", style="italic")
+            Text(
+                "Dry run: tracing the model code on the meta device (a traced estimate, not a "
+                "measurement)...",
+                style="italic",
+            )
         )
         self._trace(self.results)
 
@@ -184,7 +223,8 @@ class LedgerPane(Vertical):
         self.query_one("#dry-run", Button).disabled = False
         self._show_dry_run()
         if isinstance(outcome, str):
-            self.app.notify(f"dry run: {outcome}", severity="error", timeout=10)
+            # markup=False: the install hint's "[dryrun]" is text, not a markup tag
+            self.app.notify(f"dry run: {outcome}", severity="error", timeout=10, markup=False)
 
     def _show_dry_run(self) -> None:
         widget = self.query_one("#ledger-dryrun", Static)
@@ -252,8 +292,8 @@ class LedgerPane(Vertical):
         text.append_text(usage_bar(peak, fig.bytes))
         text.append(
             f"  {_size(peak, self.unit)} of {_size(fig.bytes, self.unit)} "
-            f"({fig.quantity.replace('_', ' ')} {fig.as_written}"
-            f"{'' if fig.verified else ', unverified'})"
+            # the figure in the display unit only (as written, it can be raw bytes or GiB)
+            f"({fig.quantity.replace('_', ' ')}{'' if fig.verified else ', unverified'})"
         )
         if peak > fig.bytes:
             text.append(f"\nover by {_size(peak - fig.bytes, self.unit)}", style="bold red")

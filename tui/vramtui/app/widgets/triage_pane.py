@@ -191,7 +191,7 @@ class TriagePane(Vertical):
                 text.append(f"\n{safe_line(advice.deviation)}")
                 if advice.capacity_bytes:
                     text.append(
-                        f"\n'fits' is judged against {format_bytes(advice.capacity_bytes)}, "
+                        f"\n'fits' is judged against {_shown(advice.capacity_bytes, unit)}, "
                         f"{advice.capacity_source}",
                         style="dim",
                     )
@@ -213,7 +213,7 @@ class TriagePane(Vertical):
             ft.add_column("as written")
             ft.add_column(unit_label(unit), justify="right")
             for key, value in ev.figures.items():
-                shown = f"{value:,} B" if unit == "bytes" else format_bytes(value, unit)
+                shown = _shown(value, unit)
                 ft.add_row(
                     Text(safe_line(key.removesuffix("_bytes").replace("_", " "))),
                     Text(safe_line(ev.as_written.get(key, ""))),
@@ -234,9 +234,9 @@ class TriagePane(Vertical):
                     Text(safe_line(r.change), overflow="ellipsis", no_wrap=True),
                     Text(safe_line(r.recheck)),
                 )
-        self._show_log(session.spec)
+        self._show_log(session.spec, unit)
 
-    def _show_log(self, spec) -> None:
+    def _show_log(self, spec, unit: str = "gib") -> None:
         view = self.query_one("#triage-log-view", Static)
         if not spec.triage and not spec.measured:
             view.update(
@@ -257,7 +257,7 @@ class TriagePane(Vertical):
                 a.phase,
                 a.variable,
                 a.change,
-                format_bytes(a.predicted_peak_bytes) if a.predicted_peak_bytes else "-",
+                _shown(a.predicted_peak_bytes, unit) if a.predicted_peak_bytes else "-",
                 a.outcome,
             )
         if spec.measured:
@@ -278,3 +278,8 @@ def _error_column(r, unit: str) -> str:
 
 def _peak(value: int | None, unit: str) -> str:
     return format_bytes(value, unit) if value is not None else "-"
+
+
+def _shown(n_bytes: int, unit: str) -> str:
+    """A figure in the display unit: exact bytes in bytes mode, else GiB, GB or MiB."""
+    return f"{n_bytes:,} B" if unit == "bytes" else format_bytes(n_bytes, unit)
