@@ -135,10 +135,22 @@ def _estimate_evidence(est: Estimate, scope: str) -> dict:
     }
 
 
+_RAW_BYTES = re.compile(r"\d{4,}\s?B")
+
+
+def _shown(fig) -> str:
+    """A catalogue figure as words: as its source wrote it, but a raw byte count ("206141652992
+    B") reads in GiB with the exact bytes grouped beside it."""
+    written = fig.as_written.strip()
+    if _RAW_BYTES.fullmatch(written):
+        return f"{format_bytes(fig.bytes)} = {fig.bytes:,} B"
+    return written
+
+
 def _figure_evidence(gpu: Gpu, fig) -> dict:
     return {
         "kind": "catalogue",
-        "claim": f"{gpu.name} {fig.quantity.replace('_', ' ')} = {fig.as_written}",
+        "claim": f"{gpu.name} {fig.quantity.replace('_', ' ')} = {_shown(fig)}",
         "source": fig.source or "no source given",
         "version": gpu.file,
         "scope": "verified figure" if fig.verified else "unverified figure",
@@ -212,7 +224,7 @@ def memory_requirement(est: Estimate, spec, offer: Offer, gpu: Gpu, scope: str):
         evidence += (_bound_evidence(gpu, bounds, peak, margin, same),)
     compare = (
         f"{format_bytes(peak)} per GPU at {STAGE_LABELS[est.peak_stage]} vs "
-        f"{format_bytes(usable)} usable ({fig.quantity.replace('_', ' ')} {fig.as_written})"
+        f"{format_bytes(usable)} usable ({fig.quantity.replace('_', ' ')} {_shown(fig)})"
         + (f" less a {margin:.0%} margin = {format_bytes(allowed)}" if margin else "")
     )
     name = "memory per GPU at the worst stage"
@@ -242,12 +254,12 @@ def memory_requirement(est: Estimate, spec, offer: Offer, gpu: Gpu, scope: str):
         if fig.quantity != "cuda_total":
             conditions.append(
                 f"the allocatable total of the {gpu.name} is not catalogued (only its "
-                f"{fig.quantity.replace('_', ' ')} {fig.as_written}); {where}: read "
+                f"{fig.quantity.replace('_', ' ')} {_shown(fig)}); {where}: read "
                 "torch.cuda.mem_get_info() on the node"
             )
         else:
             conditions.append(
-                f"confirm the {gpu.name} total ({fig.as_written}) on the node; {where}"
+                f"confirm the {gpu.name} total ({_shown(fig)}) on the node; {where}"
             )
     if stated == "inside":
         conditions.append(f"the estimate is inside the {margin:.0%} margin: measure the peak")
