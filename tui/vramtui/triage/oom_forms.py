@@ -49,6 +49,28 @@ FRAMEWORKS = (
     "deepspeed",
     "llama.cpp",
     "ollama",
+    "comfyui",
+    "tensorflow",
+    "jax",
+    "xla",
+    "tensorrt",
+    "tensorrt-llm",
+    "ctranslate2",
+    "onnxruntime",
+    "lmdeploy",
+    "mlx",
+)
+# Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
+# PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
+# their own, and so have TensorFlow, JAX, TensorRT, CTranslate2, onnxruntime and llama.cpp.
+PYTORCH_CUDA_ALLOCATOR_FRAMEWORKS = (
+    "pytorch",
+    "rocm",
+    "vllm",
+    "tgi",
+    "accelerate",
+    "deepspeed",
+    "comfyui",
 )
 KINDS = ("allocation", "kv_cache", "offload", "startup")
 
@@ -80,6 +102,8 @@ ANCHORS = (
     "uffer",
     "runner process",
     "ALLOC",
+    "xhausted",
+    "XHAUSTED",
 )
 
 
@@ -148,24 +172,30 @@ def ascii_re(pattern: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(pattern, _A | flags)
 
 
+# PyTorch's CUDA/HIP/XPU caching allocator. 1.0-1.3 ended its message "Z free; W cached)",
+# where W is `amount_cached - amount_allocated` (reserved but unallocated; later "W cached; V
+# inactive)"); 1.4-2.0 printed "W reserved in total by PyTorch)"; 2.1 writes "total capacty"; a
+# retyped message may lose a space ("1.96GiB totalcapacity") or a capital ("by Pytorch").
 _TORCH_FIELDS = (
-    ("tried_to_allocate_bytes", ascii_re(r"Tried to allocate " + _Q)),
-    ("total_capacity_bytes", ascii_re(r"total capacity of " + _Q)),
-    ("total_capacity_bytes", ascii_re(_Q + r" total capacity")),
+    ("tried_to_allocate_bytes", ascii_re(r"[Tt]ried to allocate " + _Q)),
+    ("total_capacity_bytes", ascii_re(r"total capac(?:i?ty|tiy) of " + _Q)),
+    ("total_capacity_bytes", ascii_re(_Q + r" ?total ?capac(?:i?ty|tiy)")),
     ("free_bytes", ascii_re(r"of which " + _Q + r" is free")),
-    ("free_bytes", ascii_re(_Q + r" free;")),
+    ("free_bytes", ascii_re(_Q + r" free[;)]")),
     ("already_allocated_bytes", ascii_re(_Q + r" already allocated")),
     ("allowed_bytes", ascii_re(_Q + r" allowed;")),
-    ("reserved_total_bytes", ascii_re(_Q + r" reserved in total by PyTorch")),
-    ("reserved_total_bytes", ascii_re(_Q + r" cached\)")),
+    ("reserved_total_bytes", ascii_re(_Q + r" reserved in total by Py[Tt]orch")),
+    ("reserved_unallocated_bytes", ascii_re(_Q + r" cached[;)]")),
     ("process_in_use_bytes", ascii_re(r"this process has " + _Q + r" memory in use")),
-    (
-        "allocated_by_pytorch_bytes",
-        ascii_re(r"Of the allocated memory " + _Q + r" is allocated by PyTorch"),
-    ),
+    ("allocated_by_pytorch_bytes", ascii_re(r"Of the allocated memory " + _Q + r" is\b")),
     ("reserved_unallocated_bytes", ascii_re(_Q + r" is reserved by PyTorch but unallocated")),
+    # a paste cut inside the sentence: "..., and 87.85 MiB is reserved by PyTorch b"
+    ("reserved_unallocated_bytes", ascii_re(r"by PyTorch, and " + _Q + r" is reserved by PyTorch")),
 )
-_TORCH_GPU = ascii_re(r"\(GPU (\d{1,4});|\bGPU (\d{1,4}) has a total capacity")
+_TORCH_GPU = ascii_re(
+    r"\(GPU {1,3}(\d{1,4});|\bGPU (\d{1,4}) has a total capac"
+    r"|\bAllocation on device (\d{1,4})\b"
+)
 _OTHER_PROCESS = ascii_re(r"\bProcess (\d{1,10}) has " + _Q + r" memory in use")
 
 
@@ -173,16 +203,37 @@ def _x_torch(text: str, f: Facts) -> None:
     _fields(text, f, _TORCH_FIELDS)
     m = _TORCH_GPU.search(text)
     if m:
-        f.set_gpu(m.group(1) or m.group(2))
-    total, written = 0, []
+        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
+    listed: list[tuple[int, str]] = []
     for m in _OTHER_PROCESS.finditer(text):
         value = _to_bytes(m.group(2), False)
         if value is not None:
-            total += value
-            written.append(m.group(2).strip())
-    if written:
-        f.figures["other_processes_bytes"] = total
-        f.written["other_processes_bytes"] = " + ".join(written)
+            listed.append((value, m.group(2).strip()))
+    own = _own_process(listed, f)
+    if own is not None:
+        f.fig("process_in_use_bytes", listed[own][1])
+    others = [p for k, p in enumerate(listed) if k != own]
+    if others and ("process_in_use_bytes" in f.figures or own is not None):
+        f.figures["other_processes_bytes"] = sum(v for v, _ in others)
+        f.written["other_processes_bytes"] = " + ".join(w for _, w in others)
+
+
+def _own_process(listed: list[tuple[int, str]], f: Facts) -> int | None:
+    """Which "Process N has X memory in use" line is the job itself, when PyTorch did not
+    print "this process has" (it lists every process on the card; in a container the job's
+    PID is another number, so its own line reads like a stranger's). The job holds at least
+    what PyTorch allocated: the one line with X at least that figure is the job; with no such
+    figure, a single line is the job. Otherwise (two candidates, or several lines and no
+    figure) it cannot be told: None, and no line is counted as another process's."""
+    if not listed or "process_in_use_bytes" in f.figures:
+        return None
+    floor = f.figures.get("allocated_by_pytorch_bytes")
+    if floor is None:
+        floor = f.figures.get("already_allocated_bytes")
+    if floor is None:
+        return 0 if len(listed) == 1 else None
+    candidates = [k for k, (value, _) in enumerate(listed) if value >= floor]
+    return candidates[0] if len(candidates) == 1 else None
 
 
 _MPS_FIELDS = (
@@ -335,11 +386,121 @@ def _x_vllm_startup(text: str, f: Facts) -> None:
         f.tok("max_model_len", m.group(1))
 
 
-_CPU_ALLOC = ascii_re(r"you tried to allocate (\d{1,20}) bytes")
+# PyTorch's CPU allocator failing is host RAM, not GPU memory: never an out-of-memory event
+# here; the reader names it when it explains why a text holds no GPU OOM.
+HOST_RAM = ascii_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory)")
 
 
-def _x_cpu(text: str, f: Facts) -> None:
-    m = _CPU_ALLOC.search(text)
+# intel-extension-for-pytorch refuses any single block over 4 GB on some platforms, whatever
+# is free ("... larger than 4GB! Tried to allocate 6.85 GiB (GPU  0; 15.56 GiB total capacity;
+# 0 bytes already allocated; ...)"): a size limit, not exhausted memory, so not an OOM event.
+BLOCK_LIMIT = ascii_re(r"can NOT allocate memory block with size larger than \S{1,12}")
+
+
+# PyTorch's cudaMallocAsync backend (the default in ComfyUI) over a memory fraction:
+#   Allocation on device 0 would exceed allowed memory. (out of memory)
+#   Currently allocated     : 11.11 GiB
+#   Requested               : 128.00 MiB
+#   Device limit            : 12.00 GiB
+#   Free (according to CUDA): 0 bytes
+#   PyTorch limit (set by user-supplied memory fraction)
+#                           : 17179869184.00 GiB
+# text-generation-inference quotes it inside its warm-up panic with literal "\n" escapes.
+_FRACTION_FIELDS = (
+    ("already_allocated_bytes", ascii_re(r"Currently allocated\s{0,40}: {0,4}" + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"Requested\s{0,40}: {0,4}" + _Q)),
+    ("total_capacity_bytes", ascii_re(r"Device limit\s{0,40}: {0,4}" + _Q)),
+    ("free_bytes", ascii_re(r"Free \(according to CUDA\)\s{0,40}: {0,4}" + _Q)),
+    (
+        "allowed_bytes",
+        ascii_re(r"memory fraction\)(?:\\n)?\s{0,60}(?:\\n)?\s{0,60}: {0,4}" + _Q),
+    ),
+)
+
+
+def _x_fraction(text: str, f: Facts) -> None:
+    _fields(text, f, _FRACTION_FIELDS)
+    m = _TORCH_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
+
+
+# TensorFlow, JAX and XLA (the TSL BFC allocator, stream executor and XLA's buffers).
+# Sizes are HumanReadableNumBytes (1024-based "84.60MiB", "512B") or exact byte counts;
+# where both are printed ("2.12G (2282521344 bytes)", "(rounded to 1073741824)") the exact one
+# is read.
+_XLA_EXACT = (
+    ("tried_to_allocate_bytes", ascii_re(r"\(rounded to (\d{1,20})\)")),
+    ("tried_to_allocate_bytes", ascii_re(r"failed to allocate \S{1,24} \((\d{1,20}) bytes\)")),
+    ("tried_to_allocate_bytes", ascii_re(r"Failed to allocate request for \S{1,24} \((\d{1,20})B\)")),
+)
+_XLA_FIELDS = (
+    ("tried_to_allocate_bytes", ascii_re(r"ran out of memory trying to allocate " + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"[Oo]ut of memory while trying to allocate " + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"[Oo]ut of memory allocating " + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"Failed to allocate request for " + _Q)),
+)
+_XLA_GPU = ascii_re(r"device:GPU:(\d{1,3})\b|\bGPU_(\d{1,3})_bfc\b|device ordinal (\d{1,3})\b")
+
+
+def _x_xla(text: str, f: Facts) -> None:
+    for key, pattern in _XLA_EXACT:
+        m = pattern.search(text)
+        if m and key not in f.figures:
+            f.figures[key] = int(m.group(1))
+            f.written[key] = m.group(0)
+    _fields(text, f, _XLA_FIELDS)
+    m = _XLA_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
+
+
+# TensorRT-LLM's executor creation (tensorrt_llm/_torch/pyexecutor): figures in GiB, no unit.
+_TRTLLM_FIELDS = (
+    ("total_capacity_bytes", ascii_re(r"Total GPU memory \(GiB\): (\d{1,9}(?:\.\d{1,6})?)")),
+    (
+        "free_bytes",
+        ascii_re(
+            r"Free GPU memory before component creation attempt \(GiB\): "
+            r"(\d{1,9}(?:\.\d{1,6})?)"
+        ),
+    ),
+)
+
+
+def _x_trtllm(text: str, f: Facts) -> None:
+    for key, pattern in _TRTLLM_FIELDS:
+        m = pattern.search(text)
+        if m and key not in f.figures:
+            value = _to_bytes(m.group(1) + " GiB", False)
+            if value is not None:
+                f.figures[key] = value
+                f.written[key] = m.group(1) + " (GiB)"
+
+
+_EXACT_BYTES = (
+    ("tried_to_allocate_bytes", ascii_re(r"requested buffer of size (\d{1,20})\b")),  # ORT
+    ("tried_to_allocate_bytes", ascii_re(r"GPU memory \((\d{1,20}) bytes\) could not")),  # TRT
+)
+_ORT_GPU = ascii_re(r"; GPU=(\d{1,3})\b")
+
+
+def _x_exact(text: str, f: Facts) -> None:
+    for key, pattern in _EXACT_BYTES:
+        m = pattern.search(text)
+        if m and key not in f.figures:
+            f.figures[key] = int(m.group(1))
+            f.written[key] = m.group(1) + " bytes"
+    m = _ORT_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1))
+
+
+_MLX_ALLOC = ascii_re(r"\[metal::malloc\] Unable to allocate (\d{1,20}) bytes")
+
+
+def _x_mlx(text: str, f: Facts) -> None:
+    m = _MLX_ALLOC.search(text)
     if m:
         f.fig("tried_to_allocate_bytes", m.group(1))
 
@@ -363,10 +524,11 @@ class Form:
     needs: re.Pattern[str] | None = None  # the line must also match this to count
     exception_prefix: bool = True  # start the message at "torch.OutOfMemoryError: " if present
     keys: tuple[str, ...] = ()  # the line holds one of these before `start` is even tried
+    blank_lines: int = 0  # blank lines the message may span (its figures follow a gap)
 
 
 def _dev(m: re.Match[str], text: str) -> str:
-    return {"CUDA": "pytorch", "HIP": "rocm", "XPU": "xpu"}.get(m.group("dev"), "pytorch")
+    return {"CUDA": "pytorch", "HIP": "rocm", "XPU": "xpu"}.get(m.group("dev").upper(), "pytorch")
 
 
 def _lib(m: re.Match[str], text: str) -> str:
@@ -382,8 +544,52 @@ def _cuda_or_hip(m: re.Match[str], text: str) -> str:
     return "rocm" if "hip" in m.group(0).lower() else "cuda"
 
 
+_JAX_MARK = ascii_re(r"\bjax(?:lib)?\b|xla_extension|XlaRuntimeError|xla/python|\bpjrt\b|external/xla/")
+_TF_MARK = ascii_re(
+    r"tensorflow|\(\d{1,3}\) Resource exhausted|\bkeras\b|ResourceExhaustedError|/job:|\btf\.|\bTF_\w|_bfc\b.{0,200}\[Op:"
+)
+
+
+def _xla_family(m: re.Match[str], text: str) -> str:
+    """JAX, TensorFlow, or "xla" (the allocator and compiler the two share) when the line
+    does not say which."""
+    where = m.string[:2_000] + " " + text[:2_000]
+    if _JAX_MARK.search(where):
+        return "jax"
+    if _TF_MARK.search(where):
+        return "tensorflow"
+    return "xla"
+
+
+def _fraction(m: re.Match[str], text: str) -> str:
+    where = m.string[:2_000]
+    if "warmup" in where or "warm up" in where:
+        return "tgi"
+    if "Exception during processing" in where or "Error occurred when executing" in where:
+        return "comfyui"
+    return "pytorch"
+
+
+def _trt(m: re.Match[str], text: str) -> str:
+    where = (m.string[:2_000] + text[:2_000]).lower()
+    return "tensorrt-llm" if ("tensorrt-llm" in where or "tensorrt_llm" in where or "trt-llm" in where) else "tensorrt"
+
+
+def _ort_or_cuda(m: re.Match[str], text: str) -> str:
+    where = (m.string[:2_000] + text[:2_000]).lower()
+    return "onnxruntime" if ("onnxruntime" in where or "; gpu=" in where) else "cuda"
+
+
 def _generic(m: re.Match[str], text: str) -> str:
-    low = text.lower()
+    low = (m.string[:2_000] + " " + text[:2_000]).lower()
+    if "tensorrt-llm" in low or "tensorrt_llm" in low or "[trt-llm]" in low:
+        return "tensorrt-llm"
+    if "turbomind" in low or "lmdeploy" in low:
+        return "lmdeploy"
+    if "onnxruntime" in low:
+        return "onnxruntime"
+    if "ctranslate2" in low:
+        return "ctranslate2"
     if "hip" in low or "rocm" in low:
         return "rocm"
     if "xpu" in low:
@@ -400,15 +606,30 @@ _VLLM_END = ascii_re(r"initializing the engine\.?|max_model_len`\.?\s*$|other pr
 FORMS: tuple[Form, ...] = (
     Form(
         "torch",
-        ascii_re(r"(?<![\"'])\b(?P<dev>CUDA|HIP|XPU) out of memory\b"),
+        # What follows is the message's own punctuation or "Tried to allocate": prose such as
+        # "getting CUDA out of memory error" is not the message. A retyped message may be
+        # lower case ("cuda out of memory, tried to allocate 50MiB(GPU 0; ...").
+        ascii_re(
+            r"(?<![\"'])\b(?P<dev>CUDA|HIP|XPU|cuda|Cuda) out of memory"
+            r"(?=[.,;:!()]|\s*$|\s{1,3}[Tt]ried to allocate)"
+        ),
         "allocation",
         _dev,
         _x_torch,
         end=ascii_re(
             r"environment-variables\)|alloc-conf\)|_ALLOC_CONF\s*$|unoccupied cached "
-            r"memory\.|(?:by PyTorch|cached)\)\s*$|fragmentation\.\s*$"
+            r"memory\.|(?:by Py[Tt]orch|cached|inactive)\)\s*$|fragmentation\.\s*$"
         ),
         keys=("out of memory",),
+    ),
+    Form(
+        "torch_fraction",
+        ascii_re(r"\bAllocation on device(?: \d{1,4} would exceed allowed memory|\s*$)"),
+        "allocation",
+        _fraction,
+        _x_fraction,
+        end=ascii_re(r"memory fraction\)(?:\\n)?\s{0,60}(?:\\n)?\s{0,60}: {0,4}\d[^\n]{0,30}B"),
+        keys=("Allocation on device",),
     ),
     Form(
         "mps",
@@ -515,6 +736,17 @@ FORMS: tuple[Form, ...] = (
         keys=("offloaded layers",),
     ),
     Form(
+        "mlx",
+        ascii_re(
+            r"\[METAL\] Command buffer execution failed: Insufficient Memory|"
+            r"\[metal::malloc\] (?:Unable to allocate|Resource limit)"
+        ),
+        "allocation",
+        "mlx",
+        _x_mlx,
+        keys=("[METAL]", "[metal::malloc]"),
+    ),
+    Form(
         "llama",
         ascii_re(
             r"ggml_backend_\w{1,40}_buffer_type_alloc_buffer: (?:allocating|error: failed|failed)|"
@@ -524,7 +756,8 @@ FORMS: tuple[Form, ...] = (
             r"kv_cache_init\(\) failed|ggml_vulkan: Device memory allocation of size \d|"
             r"ErrorOutOfDeviceMemory|kIOGPUCommandBufferCallbackErrorOutOfMemory|"
             r"ggml_metal\w{0,60}: error: (?:failed to allocate|Insufficient Memory)|"
-            r"failed to allocate buffer of size \d"
+            r"failed to allocate buffer of size \d|"
+            r"CUDA error \d{1,4} at [^\s:]{0,400}ggml[^\s:]{0,100}:\d{1,6}: out of memory"
         ),
         "auto",
         "llama.cpp",
@@ -540,6 +773,7 @@ FORMS: tuple[Form, ...] = (
             "ErrorOutOfDeviceMemory",
             "OutOfMemory",
             "ggml_metal",
+            "CUDA error",
         ),
     ),
     Form(
@@ -574,6 +808,87 @@ FORMS: tuple[Form, ...] = (
         keys=("ALLOC_FAILED", "rocblas_status_memory_error"),
     ),
     Form(
+        "tf_tensor",
+        ascii_re(r"(?:Resource exhausted: )?\bOOM when allocating tensor\b"),
+        "allocation",
+        "tensorflow",
+        _x_xla,
+        keys=("OOM when allocating",),
+    ),
+    Form(
+        "xla_bfc",
+        # the retried form ("... with freed_by_count=0. The caller indicates that this is not
+        # a failure ...") is a warning, not a failure
+        ascii_re(
+            r"Allocator \(GPU_\d{1,3}_bfc\) ran out of memory trying to allocate "
+            r"(?![^\n]{0,300}not a failure)"
+        ),
+        "allocation",
+        _xla_family,
+        _x_xla,
+        keys=("_bfc) ran out of memory",),
+    ),
+    Form(
+        "xla_driver",
+        ascii_re(r"failed to allocate \S{1,24} \(\d{1,20} bytes\) from device"),
+        "allocation",
+        _xla_family,
+        _x_xla,
+        exception_prefix=False,
+        keys=("bytes) from device",),
+    ),
+    Form(
+        "xla_exhausted",
+        ascii_re(
+            r"(?:RESOURCE_EXHAUSTED|Resource exhausted): {0,4}(?:[Oo]ut ?(?:of memory)?\s*$|"
+            r"[Oo]ut of memory|Failed to allocate request)"
+        ),
+        "allocation",
+        _xla_family,
+        _x_xla,
+        end=ascii_re(r"(?:bytes|[KMGT]iB|\dB)\.?\s*$|\(\d{1,20}B\)"),
+        keys=("RESOURCE_EXHAUSTED", "Resource exhausted"),
+    ),
+    Form(
+        "trtllm_executor",
+        ascii_re(r"Executor creation failed due to insufficient GPU memory"),
+        "allocation",
+        "tensorrt-llm",
+        _x_trtllm,
+        end=ascii_re(r"creation attempt \(GiB\): \d{1,9}(?:\.\d{1,6})?"),
+        keys=("insufficient GPU memory",),
+        blank_lines=2,
+    ),
+    Form(
+        "tensorrt",
+        ascii_re(r"Requested amount of GPU memory \(\d{1,20} bytes\) could not be allocated"),
+        "allocation",
+        _trt,
+        _x_exact,
+        keys=("could not be allocated",),
+    ),
+    Form(
+        "ctranslate2",
+        # CTranslate2 (faster-whisper, whisperX): THROW_RUNTIME_ERROR("CUDA failed with error " ...)
+        ascii_re(r"\bCUDA failed with error out of memory"),
+        "allocation",
+        "ctranslate2",
+        _x_none,
+        keys=("failed with error",),
+    ),
+    Form(
+        "onnxruntime",
+        ascii_re(
+            r"Failed to allocate memory for requested buffer of size \d|"
+            r"\bCUDA failure \d{1,4}: out of memory"
+        ),
+        "allocation",
+        _ort_or_cuda,
+        _x_exact,
+        exception_prefix=False,
+        keys=("requested buffer", "CUDA failure"),
+    ),
+    Form(
         "cuda_error",
         ascii_re(r"(?<![\"'])\b(?:CUDA|HIP) error: out of memory"),
         "allocation",
@@ -604,14 +919,6 @@ FORMS: tuple[Form, ...] = (
         _cuda_or_hip,
         _x_none,
         keys=("MemoryAllocation", "OUT_OF_MEMORY", "out of memory", "OutOfMemory"),
-    ),
-    Form(
-        "cpu_alloc",
-        ascii_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory)"),
-        "allocation",
-        "pytorch",
-        _x_cpu,
-        keys=("DefaultCPUAllocator",),
     ),
     Form(
         "vllm_startup",
@@ -652,7 +959,11 @@ FORMS: tuple[Form, ...] = (
     ),
     Form(
         "torch_generic",
-        ascii_re(r"(?<![\w.])(?:torch\.)?(?:cuda\.)?OutOfMemoryError(?=:|\s*$)"),
+        # a Jupyter traceback heads the exception: "OutOfMemoryError      Traceback (most ..."
+        ascii_re(
+            r"(?<![\w.])(?:torch\.)?(?:cuda\.)?OutOfMemoryError"
+            r"(?=:|\s*$|\s{2,80}Traceback \(most recent call last\))"
+        ),
         "allocation",
         _generic,
         _x_torch,

@@ -28,9 +28,11 @@ from vramtui.triage.log_prefixes import CleanLog, clean_log, line_tag
 from vramtui.triage.oom_forms import (
     ANCHORS,
     ANY_KEY,
+    BLOCK_LIMIT,
     FIGURE_KEYS,
     FORMS,
     FRAMEWORKS,
+    HOST_RAM,
     KINDS,
     Facts,
     Form,
@@ -79,6 +81,7 @@ _CODE_LINE = ascii_re(
     r"warnings|yield|def|#|//|\*|-{1,8}>\s?\d)\b"
 )
 _EXC_PREFIX = ascii_re(r"([A-Za-z_][\w.]{0,100}(?:Error|Exception)):\s{0,4}$")
+_EXCEPTION_START = ascii_re(r"\s{0,16}(?:[A-Za-z_]\w{0,40}\.){0,8}[A-Z]\w{0,80}(?:Error|Exception):\s")
 _PY_HEADER = ascii_re(r'\s{0,16}File "[^"\n]{1,1000}", line \d{1,9}, in ')
 _CONTINUATION_HINT = ascii_re(
     r"Tried to allocate|total capacity|reserved by PyTorch|is allocated by "
@@ -107,7 +110,13 @@ class _Reader:
     def is_code_line(self, i: int) -> bool:
         if _CODE_LINE.match(self.norm(i)):
             return True
-        return i > 0 and bool(_PY_HEADER.match(self.norm(i - 1)))
+        # Under a frame header comes its source line, except where Python has none to show
+        # (<stdin>, a frozen or missing file): then the exception line follows the header.
+        return (
+            i > 0
+            and bool(_PY_HEADER.match(self.norm(i - 1)))
+            and not _EXCEPTION_START.match(self.norm(i))
+        )
 
     # -- one message starting at line i, column col
     def gather(self, i: int, col: int, form: Form) -> tuple[str, int, Facts]:
@@ -118,13 +127,22 @@ class _Reader:
         ended = form.end is None or bool(form.end.search(pieces[0]))
         if not ended:
             size = len(pieces[0])
+            blanks = 0
             for j in range(i + 1, min(self.n, i + 1 + MAX_CONTINUATION_LINES)):
                 cont = self.clean(j)
                 if not cont.strip():
-                    break
+                    if blanks >= form.blank_lines:
+                        break
+                    blanks += 1
+                    pieces.append("")
+                    widths.append(0)
+                    continue
                 pj = self.log.prefixes[j]
-                if pj and pj != prefix:
-                    break  # another record (a new time stamp) or another rank's line
+                if pj and pj != prefix and not prefix.startswith(pj):
+                    # another record (a new time stamp) or another rank's line; a prefix that
+                    # begins the first line's ("svc | " under "svc | 2025-03-14 11:05:29 ")
+                    # is the same record: the logger stamps only a record's first line
+                    break
                 if _STRUCTURAL.match(cont.lstrip()) or self.is_code_line(j):
                     break
                 if self.match_start(self.norm(j)) is not None:
@@ -448,6 +466,17 @@ def _not_oom_reason(text: str, reader: _Reader, events: list[OomEvent]) -> str:
         notes.append(
             "the process was killed (SIGKILL / exit 137), which usually means the "
             "host ran out of system RAM (the kernel's OOM killer), not GPU memory"
+        )
+    limit = BLOCK_LIMIT.search(window)
+    if limit:
+        notes.append(
+            f"'{limit.group(0)}' is the XPU platform's limit on one allocation, not exhausted "
+            "memory: split the tensor (or enable allocations over 4 GB where the driver allows)"
+        )
+    if HOST_RAM.search(window):
+        notes.append(
+            "'DefaultCPUAllocator: not enough memory' is PyTorch's CPU allocator: the host "
+            "ran out of system RAM, not GPU memory"
         )
     startup = [e for e in events if e.kind == "startup"]
     if startup:
