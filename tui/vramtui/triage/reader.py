@@ -81,7 +81,9 @@ _CODE_LINE = ascii_re(
     r"warnings|yield|def|#|//|\*|-{1,8}>\s?\d)\b"
 )
 _EXC_PREFIX = ascii_re(r"([A-Za-z_][\w.]{0,100}(?:Error|Exception)):\s{0,4}$")
-_EXCEPTION_START = ascii_re(r"\s{0,16}(?:[A-Za-z_]\w{0,40}\.){0,8}[A-Z]\w{0,80}(?:Error|Exception):\s")
+_EXCEPTION_START = ascii_re(
+    r"\s{0,16}(?:[A-Za-z_]\w{0,40}\.){0,8}[A-Z]\w{0,80}(?:Error|Exception):\s"
+)
 _PY_HEADER = ascii_re(r'\s{0,16}File "[^"\n]{1,1000}", line \d{1,9}, in ')
 _CONTINUATION_HINT = ascii_re(
     r"Tried to allocate|total capacity|reserved by PyTorch|is allocated by "
