@@ -239,7 +239,8 @@ CASES = {
             "tried_to_allocate_bytes": 4_982_162_063,
             "total_capacity_bytes": 47_609_712_476,
             "free_bytes": 3_231_962_890,
-            "other_processes_bytes": 44_367_012_168,
+            # "Process 3309 has 41.32 GiB" >= the 40.11 GiB PyTorch allocated: the job itself
+            "process_in_use_bytes": 44_367_012_168,
             "allocated_by_pytorch_bytes": 43_067_784_561,
             "reserved_unallocated_bytes": 725_667_021,
         },
@@ -258,7 +259,9 @@ CASES = {
             "tried_to_allocate_bytes": 2_093_796_557,
             "total_capacity_bytes": 25_426_206_392,
             "free_bytes": 1_084_479_242,
-            "other_processes_bytes": 24_330_989_732,
+            # "Process 4242 has 22.66 GiB" with 21.90 GiB allocated by PyTorch: the job itself
+            # (in a container its PID differs), not another process
+            "process_in_use_bytes": 24_330_989_732,
             "allocated_by_pytorch_bytes": 23_514_945_946,
             "reserved_unallocated_bytes": 474_281_411,
         },

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 from vramtui.errors import UnitsError
 
@@ -47,6 +48,8 @@ _QUANTITY = re.compile(
     r"\s*(?P<unit>[A-Za-z]*)\s*$"
 )
 
+_PLAIN_DECIMAL = re.compile(r"^\+?\d{1,40}(?:\.\d{0,40})?$")  # no exponent: exact and bounded
+
 
 def parse_bytes(text: str | float) -> int:
     """Read a quantity such as "24GB", "22.35 GiB", "24564MiB" or "14,000,000,000 B" as bytes.
@@ -70,7 +73,8 @@ def parse_bytes(text: str | float) -> int:
                 f"cannot read {text!r} as memory; write a number and a unit, e.g. '24GB', "
                 "'22.35 GiB', '24564MiB' or '14000000000' (bytes)"
             )
-        value = float(match["num"].replace(",", ""))
+        digits = match["num"].replace(",", "")
+        value = float(digits)
         unit = match["unit"]
     factor = _UNIT_BYTES.get(unit.lower())
     if factor is None:
@@ -80,6 +84,10 @@ def parse_bytes(text: str | float) -> int:
         )
     if not math.isfinite(value) or value < 0 or not math.isfinite(value * factor):
         raise UnitsError(f"memory quantity {text!r} must be a finite number >= 0")
+    if isinstance(text, str) and _PLAIN_DECIMAL.match(digits):
+        # Exact decimal arithmetic: "17179869184.00 GiB" is 2^64 B to the byte, and a half
+        # byte rounds to even, as `round` does, without a float's error on large figures.
+        return round(Fraction(digits) * factor)
     return round(value * factor)
 
 

@@ -16,6 +16,7 @@ from vramtui.spec import Measurement, Spec
 from vramtui.triage.attempts import record_attempt, set_outcome, with_measurements
 from vramtui.triage.failed_card import failed_card_capacity
 from vramtui.triage.kv_room import judge_change, kv_room, max_len_edit
+from vramtui.triage.oom_forms import PYTORCH_CUDA_ALLOCATOR_FRAMEWORKS
 from vramtui.triage.single_change import (
     TwoVariablesError,
     check_single_change,
@@ -436,8 +437,8 @@ def burden(rec: Recommendation) -> int:
 
 def _allocator(reading, capacity, needed) -> list[Recommendation]:
     ev = reading.primary
-    if ev is None:
-        return []
+    if ev is None or ev.framework not in PYTORCH_CUDA_ALLOCATOR_FRAMEWORKS:
+        return []  # another allocator: PYTORCH_CUDA_ALLOC_CONF does nothing there
     slack = ev.figures.get("reserved_unallocated_bytes")
     if (
         slack is None

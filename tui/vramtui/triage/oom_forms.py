@@ -1,13 +1,14 @@
-"""The out-of-memory message families the triage reader knows, and the figures each carries.
+"""The out-of-memory message families the triage reader knows.
 
 One `Form` per family: where its message starts (`start`), where a message wrapped over several
-lines ends (`end`), which framework printed it, and an extractor that reads its figures into
-`Facts` (bytes, the text as written kept beside them, token counts, the GPU index). `ANCHORS`
-and each form's `keys` are plain substrings: a line holding none of them never meets a regex.
+lines ends (`end`), which framework printed it (a name, or a function of the line when the
+family is shared: XLA's allocator prints the same words under JAX and TensorFlow), and the
+reader of its figures (`vramtui.triage.oom_figures`). `ANCHORS` and each form's `keys` are
+plain substrings: a line holding none of them never meets a regex.
 
-Units: PyTorch's MPS allocator (before it switched to GiB) and vLLM write "GB"/"MB" for powers
-of two (they divide by 2^30); forms with `binary_si` read those as GiB/MiB. Everywhere else "GB"
-is 10^9 bytes, as `units.parse_bytes` reads it.
+Not every memory message is a GPU out-of-memory error: PyTorch's CPU allocator failing
+(`HOST_RAM`), an XPU platform's 4 GB single-block limit (`BLOCK_LIMIT`), TensorFlow's
+"not a failure" allocator retry, and prose naming an error are left out on purpose.
 """
 
 from __future__ import annotations
@@ -16,24 +17,26 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vramtui.errors import UnitsError
-from vramtui.units import parse_bytes
-
-FIGURE_KEYS = (
-    "tried_to_allocate_bytes",
-    "total_capacity_bytes",
-    "free_bytes",
-    "process_in_use_bytes",
-    "allocated_by_pytorch_bytes",
-    "reserved_unallocated_bytes",
-    "reserved_total_bytes",
-    "already_allocated_bytes",
-    "allowed_bytes",
-    "other_processes_bytes",
-    "kv_cache_bytes",
-    "model_weights_bytes",
-    "activation_peak_bytes",
-    "non_torch_bytes",
+from vramtui.triage.oom_figures import (
+    BLOCK_LIMIT,
+    FIGURE_KEYS,
+    HOST_RAM,
+    Facts,
+    ascii_re,
+    read_exact_bytes,
+    read_fraction,
+    read_llama,
+    read_mlx,
+    read_mps,
+    read_nothing,
+    read_ollama,
+    read_tgi,
+    read_tgi_span,
+    read_torch,
+    read_trtllm,
+    read_vllm_kv,
+    read_vllm_startup,
+    read_xla,
 )
 
 FRAMEWORKS = (
@@ -49,14 +52,32 @@ FRAMEWORKS = (
     "deepspeed",
     "llama.cpp",
     "ollama",
+    "comfyui",
+    "tensorflow",
+    "jax",
+    "xla",
+    "tensorrt",
+    "tensorrt-llm",
+    "ctranslate2",
+    "onnxruntime",
+    "lmdeploy",
+    "mlx",
+)
+# Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
+# PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
+# their own, and so have TensorFlow, JAX, TensorRT, CTranslate2, onnxruntime and llama.cpp.
+PYTORCH_CUDA_ALLOCATOR_FRAMEWORKS = (
+    "pytorch",
+    "rocm",
+    "vllm",
+    "tgi",
+    "accelerate",
+    "deepspeed",
+    "comfyui",
 )
 KINDS = ("allocation", "kv_cache", "offload", "startup")
 
-_A = re.ASCII
-# A quantity as the frameworks print it: "20.00 MiB", "79.19GiB", "512 bytes", "1,024.5 MB".
-_Q = r"(?<![-\d.,])(\d[\d,]{0,24}(?:\.\d{1,12})?\s?(?:[KMGTkmgt]i?B|bytes|B))\b"
-_N = r"(?<![-\d.,])(\d{1,3}(?:,\d{3}){1,8}(?![\d,])|\d{1,24})"  # an integer, thousands separators allowed
-
+# Substrings that every recognised line contains at least one of (case-sensitive, cheap to find).
 # Substrings that every recognised line contains at least one of (case-sensitive, cheap to find).
 ANCHORS = (
     "emory",
@@ -80,273 +101,9 @@ ANCHORS = (
     "uffer",
     "runner process",
     "ALLOC",
+    "xhausted",
+    "XHAUSTED",
 )
-
-
-# ------------------------------------------------------------------------------ facts
-
-
-class Facts:
-    __slots__ = ("binary_si", "figures", "gpu", "tokens", "written")
-
-    def __init__(self, binary_si: bool = False) -> None:
-        self.figures: dict[str, int] = {}
-        self.written: dict[str, str] = {}
-        self.tokens: dict[str, int] = {}
-        self.gpu: int | None = None
-        self.binary_si = binary_si
-
-    def fig(self, key: str, written: str, binary_si: bool | None = None) -> None:
-        if key in self.figures:
-            return
-        written = written.strip()
-        value = _to_bytes(written, self.binary_si if binary_si is None else binary_si)
-        if value is not None:
-            self.figures[key] = value
-            self.written[key] = written
-
-    def tok(self, key: str, digits: str) -> None:
-        if key not in self.tokens:
-            try:
-                self.tokens[key] = int(digits.replace(",", ""))
-            except ValueError:
-                pass
-
-    def set_gpu(self, digits: str | None) -> None:
-        if self.gpu is None and digits is not None:
-            try:
-                self.gpu = int(digits)
-            except ValueError:
-                pass
-
-
-_SI_TO_BINARY = re.compile(r"^(.*?)\s?([KkMGT])B$", _A)
-
-
-def _to_bytes(written: str, binary_si: bool) -> int | None:
-    text = written
-    if binary_si:
-        m = _SI_TO_BINARY.match(written)
-        if m:
-            text = f"{m[1]} {m[2].upper()}iB"
-    try:
-        return parse_bytes(text)
-    except (UnitsError, ValueError, OverflowError):
-        return None
-
-
-def _fields(text: str, facts: Facts, table: tuple[tuple[str, re.Pattern[str]], ...]) -> None:
-    for key, pattern in table:
-        if key in facts.figures:
-            continue
-        m = pattern.search(text)
-        if m:
-            facts.fig(key, m.group(1))
-
-
-def ascii_re(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile(pattern, _A | flags)
-
-
-_TORCH_FIELDS = (
-    ("tried_to_allocate_bytes", ascii_re(r"Tried to allocate " + _Q)),
-    ("total_capacity_bytes", ascii_re(r"total capacity of " + _Q)),
-    ("total_capacity_bytes", ascii_re(_Q + r" total capacity")),
-    ("free_bytes", ascii_re(r"of which " + _Q + r" is free")),
-    ("free_bytes", ascii_re(_Q + r" free;")),
-    ("already_allocated_bytes", ascii_re(_Q + r" already allocated")),
-    ("allowed_bytes", ascii_re(_Q + r" allowed;")),
-    ("reserved_total_bytes", ascii_re(_Q + r" reserved in total by PyTorch")),
-    ("reserved_total_bytes", ascii_re(_Q + r" cached\)")),
-    ("process_in_use_bytes", ascii_re(r"this process has " + _Q + r" memory in use")),
-    (
-        "allocated_by_pytorch_bytes",
-        ascii_re(r"Of the allocated memory " + _Q + r" is allocated by PyTorch"),
-    ),
-    ("reserved_unallocated_bytes", ascii_re(_Q + r" is reserved by PyTorch but unallocated")),
-)
-_TORCH_GPU = ascii_re(r"\(GPU (\d{1,4});|\bGPU (\d{1,4}) has a total capacity")
-_OTHER_PROCESS = ascii_re(r"\bProcess (\d{1,10}) has " + _Q + r" memory in use")
-
-
-def _x_torch(text: str, f: Facts) -> None:
-    _fields(text, f, _TORCH_FIELDS)
-    m = _TORCH_GPU.search(text)
-    if m:
-        f.set_gpu(m.group(1) or m.group(2))
-    total, written = 0, []
-    for m in _OTHER_PROCESS.finditer(text):
-        value = _to_bytes(m.group(2), False)
-        if value is not None:
-            total += value
-            written.append(m.group(2).strip())
-    if written:
-        f.figures["other_processes_bytes"] = total
-        f.written["other_processes_bytes"] = " + ".join(written)
-
-
-_MPS_FIELDS = (
-    ("allocated_by_pytorch_bytes", ascii_re(r"MPS allocated: " + _Q)),
-    ("non_torch_bytes", ascii_re(r"other allocations: " + _Q)),
-    ("allowed_bytes", ascii_re(r"max allowed: " + _Q)),
-    ("tried_to_allocate_bytes", ascii_re(r"Tried to allocate " + _Q)),
-    ("tried_to_allocate_bytes", ascii_re(r"Invalid buffer size: " + _Q)),
-)
-
-
-def _x_mps(text: str, f: Facts) -> None:
-    _fields(text, f, _MPS_FIELDS)
-
-
-_VLLM_MAXLEN = ascii_re(
-    r"max seq len \(" + _N + r"\) is larger than the maximum number of tokens that "
-    r"can be stored in KV cache \(" + _N + r"\)"
-)
-_VLLM_V1 = ascii_re(
-    r"max seq len \(" + _N + r"\),? \(" + _Q + r" KV cache is needed, which is larger "
-    r"than the available KV cache memory \(" + _Q + r"\)"
-)
-_VLLM_EST = ascii_re(r"estimated maximum model length is " + _N)
-_VLLM_FREE = ascii_re(
-    r"Free memory on device \((\d{1,9}(?:\.\d{1,6})?)/(\d{1,9}(?:\.\d{1,6})?) "
-    r"([KMGT]i?B)\) on startup is less than desired GPU memory utilization "
-    r"\((\d(?:\.\d{1,6})?), (\d{1,9}(?:\.\d{1,6})? ?[KMGT]i?B)\)"
-)
-
-
-def _x_vllm_kv(text: str, f: Facts) -> None:
-    m = _VLLM_MAXLEN.search(text)
-    if m:
-        f.tok("max_model_len", m.group(1))
-        f.tok("kv_cache_tokens", m.group(2))
-    m = _VLLM_V1.search(text)
-    if m:
-        f.tok("max_model_len", m.group(1))
-        f.fig("tried_to_allocate_bytes", m.group(2))  # the KV cache one full-length request needs
-        f.fig("kv_cache_bytes", m.group(3))
-    m = _VLLM_EST.search(text)
-    if m:
-        f.tok("estimated_max_model_len", m.group(1))
-    m = _VLLM_FREE.search(text)
-    if m:
-        unit = m.group(3)
-        f.fig("free_bytes", f"{m.group(1)} {unit}")  # vLLM writes "37.95/79.25 GiB"
-        f.fig("total_capacity_bytes", f"{m.group(2)} {unit}")
-        f.fig("allowed_bytes", m.group(5))
-
-
-_TGI_TOTAL = ascii_re(
-    r"Not enough memory to handle " + _N + r" total tokens with " + _N + r" prefill tokens"
-)
-_TGI_PREFILL = ascii_re(r"Not enough memory to handle " + _N + r" prefill tokens")
-_TGI_SPAN = ascii_re(r"warmup\{([^{}\n]{0,400})\}")
-_TGI_ARG = ascii_re(r"(max_\w{1,40})=(?:Some\()?(\d{1,12})\b")
-
-
-def _x_tgi(text: str, f: Facts) -> None:
-    m = _TGI_TOTAL.search(text)
-    if m:
-        f.tok("total_tokens", m.group(1))
-        f.tok("prefill_tokens", m.group(2))
-    m = _TGI_PREFILL.search(text)
-    if m:
-        f.tok("prefill_tokens", m.group(1))
-
-
-def read_tgi_span(text: str, f: Facts) -> None:
-    m = _TGI_SPAN.search(text)
-    if m:
-        for arg in _TGI_ARG.finditer(m.group(1)):
-            f.tok(arg.group(1), arg.group(2))
-
-
-_LLAMA_FIELDS = (
-    ("tried_to_allocate_bytes", ascii_re(r"allocating " + _Q + r" on device")),
-    ("tried_to_allocate_bytes", ascii_re(r"buffer of size (\d{1,20})\b")),
-    ("tried_to_allocate_bytes", ascii_re(r"allocation of size (\d{1,20}) failed")),
-    ("tried_to_allocate_bytes", ascii_re(r"failed to allocate buffer, size = " + _Q)),
-)
-_LLAMA_GPU = ascii_re(
-    r"on device (\d{1,3})\b|\b(?:CUDA|ROCm|Vulkan|SYCL|CANN|MUSA)(\d{1,3}) buffer|"
-    r"current device: (\d{1,3})"
-)
-
-
-def _x_llama(text: str, f: Facts) -> None:
-    _fields(text, f, _LLAMA_FIELDS)
-    m = _LLAMA_GPU.search(text)
-    if m:
-        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
-
-
-_OLLAMA_SYS = ascii_re(
-    r"requires more system memory \(" + _Q + r"\) than is available \(" + _Q + r"\)"
-)
-_OLLAMA_OFFLOAD = (
-    ("free_bytes", ascii_re(r"memory\.available=\"?\[" + _Q)),
-    ("kv_cache_bytes", ascii_re(r"memory\.required\.kv=\"?" + _Q)),
-    ("model_weights_bytes", ascii_re(r"memory\.weights\.total=\"?" + _Q)),
-    ("tried_to_allocate_bytes", ascii_re(r"memory\.required\.full=\"?" + _Q)),
-)
-_OLLAMA_LAYERS = ascii_re(r"\blayers\.(requested|model|offload)=(-?\d{1,6})\b")
-
-
-def _x_ollama(text: str, f: Facts) -> None:
-    m = _OLLAMA_SYS.search(text)
-    if m:
-        f.fig("tried_to_allocate_bytes", m.group(1))
-        f.fig("free_bytes", m.group(2))
-    _x_llama(text, f)
-    _fields(text, f, _OLLAMA_OFFLOAD)
-    for m in _OLLAMA_LAYERS.finditer(text):
-        f.tok("layers_" + m.group(1), m.group(2))
-
-
-_VLLM_STARTUP_FIELDS = (
-    ("model_weights_bytes", ascii_re(r"(?:Model loading|Loading model weights) took " + _Q)),
-    ("total_capacity_bytes", ascii_re(r"total_gpu_memory \(" + _Q + r"\)")),
-    ("total_capacity_bytes", ascii_re(r"total_gpu_memory=" + _Q)),
-    ("allowed_bytes", ascii_re(r"gpu_memory_utilization \(\d{1,3}(?:\.\d{1,6})?\) = " + _Q)),
-    ("model_weights_bytes", ascii_re(r"model weights take " + _Q)),
-    ("non_torch_bytes", ascii_re(r"non_torch_memory takes " + _Q)),
-    ("non_torch_bytes", ascii_re(r"non_torch_memory=" + _Q)),
-    ("activation_peak_bytes", ascii_re(r"activation peak memory takes " + _Q)),
-    ("kv_cache_bytes", ascii_re(r"reserved for KV Cache is " + _Q)),
-    ("kv_cache_bytes", ascii_re(r"Available KV cache memory: " + _Q)),
-    ("kv_cache_bytes", ascii_re(r"kv_cache_size=" + _Q)),
-)
-_VLLM_BLOCKS = ascii_re(r"# \w{1,10} blocks: " + _N + r"(?:, # CPU blocks: " + _N + r")?")
-_VLLM_KV_TOKENS = ascii_re(r"KV cache size: " + _N + r" tokens")
-_VLLM_CONCURRENCY = ascii_re(r"Maximum concurrency for " + _N + r" tokens per request")
-
-
-def _x_vllm_startup(text: str, f: Facts) -> None:
-    _fields(text, f, _VLLM_STARTUP_FIELDS)
-    m = _VLLM_BLOCKS.search(text)
-    if m:
-        f.tok("gpu_blocks", m.group(1))
-        if m.group(2):
-            f.tok("cpu_blocks", m.group(2))
-    m = _VLLM_KV_TOKENS.search(text)
-    if m:
-        f.tok("kv_cache_tokens", m.group(1))
-    m = _VLLM_CONCURRENCY.search(text)
-    if m:
-        f.tok("max_model_len", m.group(1))
-
-
-_CPU_ALLOC = ascii_re(r"you tried to allocate (\d{1,20}) bytes")
-
-
-def _x_cpu(text: str, f: Facts) -> None:
-    m = _CPU_ALLOC.search(text)
-    if m:
-        f.fig("tried_to_allocate_bytes", m.group(1))
-
-
-def _x_none(text: str, f: Facts) -> None:
-    return None
-
 
 # ------------------------------------------------------------------------------ forms
 
@@ -363,10 +120,11 @@ class Form:
     needs: re.Pattern[str] | None = None  # the line must also match this to count
     exception_prefix: bool = True  # start the message at "torch.OutOfMemoryError: " if present
     keys: tuple[str, ...] = ()  # the line holds one of these before `start` is even tried
+    blank_lines: int = 0  # blank lines the message may span (its figures follow a gap)
 
 
 def _dev(m: re.Match[str], text: str) -> str:
-    return {"CUDA": "pytorch", "HIP": "rocm", "XPU": "xpu"}.get(m.group("dev"), "pytorch")
+    return {"CUDA": "pytorch", "HIP": "rocm", "XPU": "xpu"}.get(m.group("dev").upper(), "pytorch")
 
 
 def _lib(m: re.Match[str], text: str) -> str:
@@ -382,8 +140,58 @@ def _cuda_or_hip(m: re.Match[str], text: str) -> str:
     return "rocm" if "hip" in m.group(0).lower() else "cuda"
 
 
+_JAX_MARK = ascii_re(
+    r"\bjax(?:lib)?\b|xla_extension|XlaRuntimeError|xla/python|\bpjrt\b|external/xla/"
+)
+_TF_MARK = ascii_re(
+    r"tensorflow|\(\d{1,3}\) Resource exhausted|\bkeras\b|ResourceExhaustedError|/job:|\btf\.|\bTF_\w|_bfc\b.{0,200}\[Op:"
+)
+
+
+def _xla_family(m: re.Match[str], text: str) -> str:
+    """JAX, TensorFlow, or "xla" (the allocator and compiler the two share) when the line
+    does not say which."""
+    where = m.string[:2_000] + " " + text[:2_000]
+    if _JAX_MARK.search(where):
+        return "jax"
+    if _TF_MARK.search(where):
+        return "tensorflow"
+    return "xla"
+
+
+def _fraction(m: re.Match[str], text: str) -> str:
+    where = m.string[:2_000]
+    if "warmup" in where or "warm up" in where:
+        return "tgi"
+    if "Exception during processing" in where or "Error occurred when executing" in where:
+        return "comfyui"
+    return "pytorch"
+
+
+def _trt(m: re.Match[str], text: str) -> str:
+    where = (m.string[:2_000] + text[:2_000]).lower()
+    return (
+        "tensorrt-llm"
+        if ("tensorrt-llm" in where or "tensorrt_llm" in where or "trt-llm" in where)
+        else "tensorrt"
+    )
+
+
+def _ort_or_cuda(m: re.Match[str], text: str) -> str:
+    where = (m.string[:2_000] + text[:2_000]).lower()
+    return "onnxruntime" if ("onnxruntime" in where or "; gpu=" in where) else "cuda"
+
+
 def _generic(m: re.Match[str], text: str) -> str:
-    low = text.lower()
+    low = (m.string[:2_000] + " " + text[:2_000]).lower()
+    if "tensorrt-llm" in low or "tensorrt_llm" in low or "[trt-llm]" in low:
+        return "tensorrt-llm"
+    if "turbomind" in low or "lmdeploy" in low:
+        return "lmdeploy"
+    if "onnxruntime" in low:
+        return "onnxruntime"
+    if "ctranslate2" in low:
+        return "ctranslate2"
     if "hip" in low or "rocm" in low:
         return "rocm"
     if "xpu" in low:
@@ -400,22 +208,37 @@ _VLLM_END = ascii_re(r"initializing the engine\.?|max_model_len`\.?\s*$|other pr
 FORMS: tuple[Form, ...] = (
     Form(
         "torch",
-        ascii_re(r"(?<![\"'])\b(?P<dev>CUDA|HIP|XPU) out of memory\b"),
+        # What follows is the message's own punctuation or "Tried to allocate": prose such as
+        # "getting CUDA out of memory error" is not the message. A retyped message may be
+        # lower case ("cuda out of memory, tried to allocate 50MiB(GPU 0; ...").
+        ascii_re(
+            r"(?<![\"'])\b(?P<dev>CUDA|HIP|XPU|cuda|Cuda) out of memory"
+            r"(?=[.,;:!()]|\s*$|\s{1,3}[Tt]ried to allocate)"
+        ),
         "allocation",
         _dev,
-        _x_torch,
+        read_torch,
         end=ascii_re(
             r"environment-variables\)|alloc-conf\)|_ALLOC_CONF\s*$|unoccupied cached "
-            r"memory\.|(?:by PyTorch|cached)\)\s*$|fragmentation\.\s*$"
+            r"memory\.|(?:by Py[Tt]orch|cached|inactive)\)\s*$|fragmentation\.\s*$"
         ),
         keys=("out of memory",),
+    ),
+    Form(
+        "torch_fraction",
+        ascii_re(r"\bAllocation on device(?: \d{1,4} would exceed allowed memory|\s*$)"),
+        "allocation",
+        _fraction,
+        read_fraction,
+        end=ascii_re(r"memory fraction\)(?:\\n)?\s{0,60}(?:\\n)?\s{0,60}: {0,4}\d[^\n]{0,30}B"),
+        keys=("Allocation on device",),
     ),
     Form(
         "mps",
         ascii_re(r"MPS backend out of memory"),
         "allocation",
         "mps",
-        _x_mps,
+        read_mps,
         end=ascii_re(r"system failure\)\.?|pool\.\s*$"),
         binary_si=True,
         keys=("MPS backend",),
@@ -425,7 +248,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"\bInvalid buffer size: \d"),
         "allocation",
         "mps",
-        _x_mps,
+        read_mps,
         binary_si=True,
         keys=("Invalid buffer size",),
     ),
@@ -434,7 +257,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"Not enough memory to handle \d"),
         "kv_cache",
         "tgi",
-        _x_tgi,
+        read_tgi,
         end=ascii_re(r"tokens`"),
         keys=("Not enough memory",),
     ),
@@ -443,7 +266,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"No available memory for the cache blocks"),
         "kv_cache",
         "vllm",
-        _x_vllm_kv,
+        read_vllm_kv,
         end=_VLLM_END,
         binary_si=True,
         keys=("cache blocks",),
@@ -453,7 +276,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"The model's max seq len \(\d"),
         "kv_cache",
         "vllm",
-        _x_vllm_kv,
+        read_vllm_kv,
         end=_VLLM_END,
         binary_si=True,
         keys=("max seq len",),
@@ -463,7 +286,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"To serve at least one request with the models?'s?'?s? max seq len"),
         "kv_cache",
         "vllm",
-        _x_vllm_kv,
+        read_vllm_kv,
         end=_VLLM_END,
         binary_si=True,
         keys=("max seq len",),
@@ -473,7 +296,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"Free memory on device \(\d"),
         "allocation",
         "vllm",
-        _x_vllm_kv,
+        read_vllm_kv,
         end=_VLLM_END,
         binary_si=True,
         keys=("Free memory on device",),
@@ -483,7 +306,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"Some modules are dispatched on the CPU or the disk"),
         "offload",
         "accelerate",
-        _x_none,
+        read_nothing,
         end=ascii_re(r"for more details\.?|from_pretrained`\.?\s*$"),
         keys=("dispatched on the CPU",),
     ),
@@ -495,7 +318,7 @@ FORMS: tuple[Form, ...] = (
         ),
         "offload",
         "accelerate",
-        _x_none,
+        read_nothing,
         keys=("meta device",),
     ),
     Form(
@@ -503,7 +326,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"You are trying to offload the whole model to the disk"),
         "offload",
         "accelerate",
-        _x_none,
+        read_nothing,
         keys=("offload the whole",),
     ),
     Form(
@@ -511,8 +334,19 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"bytes of buffer for offloaded layers"),
         "offload",
         "accelerate",
-        _x_none,
+        read_nothing,
         keys=("offloaded layers",),
+    ),
+    Form(
+        "mlx",
+        ascii_re(
+            r"\[METAL\] Command buffer execution failed: Insufficient Memory|"
+            r"\[metal::malloc\] (?:Unable to allocate|Resource limit)"
+        ),
+        "allocation",
+        "mlx",
+        read_mlx,
+        keys=("[METAL]", "[metal::malloc]"),
     ),
     Form(
         "llama",
@@ -524,11 +358,12 @@ FORMS: tuple[Form, ...] = (
             r"kv_cache_init\(\) failed|ggml_vulkan: Device memory allocation of size \d|"
             r"ErrorOutOfDeviceMemory|kIOGPUCommandBufferCallbackErrorOutOfMemory|"
             r"ggml_metal\w{0,60}: error: (?:failed to allocate|Insufficient Memory)|"
-            r"failed to allocate buffer of size \d"
+            r"failed to allocate buffer of size \d|"
+            r"CUDA error \d{1,4} at [^\s:]{0,400}ggml[^\s:]{0,100}:\d{1,6}: out of memory"
         ),
         "auto",
         "llama.cpp",
-        _x_llama,
+        read_llama,
         exception_prefix=False,
         keys=(
             "_alloc_buffer",
@@ -540,6 +375,7 @@ FORMS: tuple[Form, ...] = (
             "ErrorOutOfDeviceMemory",
             "OutOfMemory",
             "ggml_metal",
+            "CUDA error",
         ),
     ),
     Form(
@@ -547,7 +383,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"model requires more system memory \("),
         "allocation",
         "ollama",
-        _x_ollama,
+        read_ollama,
         keys=("requires more system memory",),
     ),
     Form(
@@ -555,7 +391,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"llama runner process (?:has terminated|no longer running)"),
         "auto",
         "ollama",
-        _x_ollama,
+        read_ollama,
         needs=ascii_re(
             r"out of memory|unable to allocate|failed to allocate|cudaMalloc failed|"
             r"requires more|[Ii]nsufficient [Mm]emory|ErrorOutOfDeviceMemory"
@@ -570,15 +406,96 @@ FORMS: tuple[Form, ...] = (
         ),
         "allocation",
         _lib,
-        _x_none,
+        read_nothing,
         keys=("ALLOC_FAILED", "rocblas_status_memory_error"),
+    ),
+    Form(
+        "tf_tensor",
+        ascii_re(r"(?:Resource exhausted: )?\bOOM when allocating tensor\b"),
+        "allocation",
+        "tensorflow",
+        read_xla,
+        keys=("OOM when allocating",),
+    ),
+    Form(
+        "xla_bfc",
+        # the retried form ("... with freed_by_count=0. The caller indicates that this is not
+        # a failure ...") is a warning, not a failure
+        ascii_re(
+            r"Allocator \(GPU_\d{1,3}_bfc\) ran out of memory trying to allocate "
+            r"(?![^\n]{0,300}not a failure)"
+        ),
+        "allocation",
+        _xla_family,
+        read_xla,
+        keys=("_bfc) ran out of memory",),
+    ),
+    Form(
+        "xla_driver",
+        ascii_re(r"failed to allocate \S{1,24} \(\d{1,20} bytes\) from device"),
+        "allocation",
+        _xla_family,
+        read_xla,
+        exception_prefix=False,
+        keys=("bytes) from device",),
+    ),
+    Form(
+        "xla_exhausted",
+        ascii_re(
+            r"(?:RESOURCE_EXHAUSTED|Resource exhausted): {0,4}(?:[Oo]ut ?(?:of memory)?\s*$|"
+            r"[Oo]ut of memory|Failed to allocate request)"
+        ),
+        "allocation",
+        _xla_family,
+        read_xla,
+        end=ascii_re(r"(?:bytes|[KMGT]iB|\dB)\.?\s*$|\(\d{1,20}B\)"),
+        keys=("RESOURCE_EXHAUSTED", "Resource exhausted"),
+    ),
+    Form(
+        "trtllm_executor",
+        ascii_re(r"Executor creation failed due to insufficient GPU memory"),
+        "allocation",
+        "tensorrt-llm",
+        read_trtllm,
+        end=ascii_re(r"creation attempt \(GiB\): \d{1,9}(?:\.\d{1,6})?"),
+        keys=("insufficient GPU memory",),
+        blank_lines=2,
+    ),
+    Form(
+        "tensorrt",
+        ascii_re(r"Requested amount of GPU memory \(\d{1,20} bytes\) could not be allocated"),
+        "allocation",
+        _trt,
+        read_exact_bytes,
+        keys=("could not be allocated",),
+    ),
+    Form(
+        "ctranslate2",
+        # CTranslate2 (faster-whisper, whisperX): THROW_RUNTIME_ERROR("CUDA failed with error " ...)
+        ascii_re(r"\bCUDA failed with error out of memory"),
+        "allocation",
+        "ctranslate2",
+        read_nothing,
+        keys=("failed with error",),
+    ),
+    Form(
+        "onnxruntime",
+        ascii_re(
+            r"Failed to allocate memory for requested buffer of size \d|"
+            r"\bCUDA failure \d{1,4}: out of memory"
+        ),
+        "allocation",
+        _ort_or_cuda,
+        read_exact_bytes,
+        exception_prefix=False,
+        keys=("requested buffer", "CUDA failure"),
     ),
     Form(
         "cuda_error",
         ascii_re(r"(?<![\"'])\b(?:CUDA|HIP) error: out of memory"),
         "allocation",
         _cuda_or_hip,
-        _x_none,
+        read_nothing,
         keys=("error: out of memory",),
     ),
     Form(
@@ -589,7 +506,7 @@ FORMS: tuple[Form, ...] = (
         ),
         "allocation",
         "xpu",
-        _x_none,
+        read_nothing,
         keys=("OUT_OF_DEVICE_MEMORY",),
     ),
     Form(
@@ -602,16 +519,8 @@ FORMS: tuple[Form, ...] = (
         ),
         "allocation",
         _cuda_or_hip,
-        _x_none,
+        read_nothing,
         keys=("MemoryAllocation", "OUT_OF_MEMORY", "out of memory", "OutOfMemory"),
-    ),
-    Form(
-        "cpu_alloc",
-        ascii_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory)"),
-        "allocation",
-        "pytorch",
-        _x_cpu,
-        keys=("DefaultCPUAllocator",),
     ),
     Form(
         "vllm_startup",
@@ -623,7 +532,7 @@ FORMS: tuple[Form, ...] = (
         ),
         "startup",
         "vllm",
-        _x_vllm_startup,
+        read_vllm_startup,
         binary_si=True,
         exception_prefix=False,
         keys=(
@@ -645,17 +554,21 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"msg=\"?offload to "),
         "startup",
         "ollama",
-        _x_ollama,
+        read_ollama,
         needs=ascii_re(r"memory\."),
         exception_prefix=False,
         keys=("offload to ",),
     ),
     Form(
         "torch_generic",
-        ascii_re(r"(?<![\w.])(?:torch\.)?(?:cuda\.)?OutOfMemoryError(?=:|\s*$)"),
+        # a Jupyter traceback heads the exception: "OutOfMemoryError      Traceback (most ..."
+        ascii_re(
+            r"(?<![\w.])(?:torch\.)?(?:cuda\.)?OutOfMemoryError"
+            r"(?=:|\s*$|\s{2,80}Traceback \(most recent call last\))"
+        ),
         "allocation",
         _generic,
-        _x_torch,
+        read_torch,
         keys=("OutOfMemoryError",),
     ),
     Form(
@@ -666,7 +579,7 @@ FORMS: tuple[Form, ...] = (
         ),
         "allocation",
         _generic,
-        _x_torch,
+        read_torch,
         keys=("ut of memory", "ut of Memory", "ut Of Memory", "ut Of memory"),
     ),
 )
@@ -674,3 +587,20 @@ FORMS: tuple[Form, ...] = (
 ANY_KEY = re.compile(
     "|".join(sorted({re.escape(k) for f in FORMS for k in f.keys}, key=len, reverse=True))
 )
+
+
+__all__ = [
+    "ANCHORS",
+    "ANY_KEY",
+    "BLOCK_LIMIT",
+    "FIGURE_KEYS",
+    "FORMS",
+    "FRAMEWORKS",
+    "HOST_RAM",
+    "KINDS",
+    "PYTORCH_CUDA_ALLOCATOR_FRAMEWORKS",
+    "Facts",
+    "Form",
+    "ascii_re",
+    "read_tgi_span",
+]

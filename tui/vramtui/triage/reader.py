@@ -29,6 +29,7 @@ from vramtui.triage.not_oom import near_miss
 from vramtui.triage.oom_forms import (
     ANCHORS,
     ANY_KEY,
+    BLOCK_LIMIT,
     FIGURE_KEYS,
     FORMS,
     FRAMEWORKS,
@@ -97,7 +98,9 @@ _CODE_LINE = ascii_re(
     r"warnings|yield|def|#|//|\*|-{1,8}>\s?\d)\b"
 )
 _EXC_PREFIX = ascii_re(r"([A-Za-z_][\w.]{0,100}(?:Error|Exception)):\s{0,4}$")
-_EXC_START = ascii_re(r"[A-Za-z_][\w.]{0,100}(?:Error|Exception):\s")
+_EXCEPTION_START = ascii_re(
+    r"\s{0,16}(?:[A-Za-z_]\w{0,40}\.){0,8}[A-Z]\w{0,80}(?:Error|Exception):\s"
+)
 _PY_HEADER = ascii_re(r'\s{0,16}File "[^"\n]{1,1000}", line \d{1,9}, in ')
 _CONTINUATION_HINT = ascii_re(
     r"Tried to allocate|total capacity|reserved by PyTorch|is allocated by "
@@ -130,9 +133,13 @@ class _Reader:
         text = self.norm(i)
         if _CODE_LINE.match(text):
             return True
-        if i > 0 and _PY_HEADER.match(self.norm(i - 1)):
-            return not _EXC_START.match(text.lstrip())
-        return False
+        # Under a frame header comes its source line, except where Python has none to show
+        # (<stdin>, a frozen or missing file): then the exception line follows the header.
+        return (
+            i > 0
+            and bool(_PY_HEADER.match(self.norm(i - 1)))
+            and not _EXCEPTION_START.match(self.norm(i))
+        )
 
     # -- one message starting at line i, column col
     def gather(self, i: int, col: int, form: Form) -> tuple[str, int, Facts]:
@@ -143,17 +150,27 @@ class _Reader:
         ended = form.end is None or bool(form.end.search(pieces[0]))
         if not ended:
             size = len(pieces[0])
+            blanks = 0
             for j in range(i + 1, min(self.n, i + 1 + MAX_CONTINUATION_LINES)):
                 cont = self.clean(j)
                 if not cont.strip():
-                    break
+                    if blanks >= form.blank_lines:
+                        break
+                    blanks += 1
+                    pieces.append("")
+                    widths.append(0)
+                    continue
                 pj = self.log.prefixes[j]
                 if (
-                    pj != prefix
-                    and pj
+                    pj
+                    and pj != prefix
+                    and not prefix.startswith(pj)
                     and (self.log.tag(j) != self.log.tag(i) or self.log.starts_record(j))
                 ):
-                    break  # another rank's line, or another record (a new time stamp)
+                    # another rank's line, or another record (a new time stamp); a prefix that
+                    # begins the first line's ("svc | " under "svc | 2025-03-14 11:05:29 ") is
+                    # the same record: the logger stamps only a record's first line
+                    break
                 if _STRUCTURAL.match(cont.lstrip()) or self.is_code_line(j):
                     break
                 if self.match_start(self.norm(j)) is not None:
@@ -596,6 +613,14 @@ def _not_oom_reason(text: str, reader: _Reader, events: list[OomEvent]) -> str:
         notes.append(
             "'[deepspeed] OVERFLOW!' is an fp16 loss-scale overflow (the step is "
             "skipped), not a memory error"
+        )
+    window = "\n".join(reader.clean(i) for i in range(max(0, reader.n - 200), reader.n))
+    limit = BLOCK_LIMIT.search(window)
+    if limit:
+        notes.insert(
+            0,
+            f"'{limit.group(0)}' is the XPU platform's limit on one allocation, not exhausted "
+            "memory: split the tensor (or enable allocations over 4 GB where the driver allows)",
         )
     if startup:
         frameworks = sorted({e.framework for e in startup})

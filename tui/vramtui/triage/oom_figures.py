@@ -1,0 +1,452 @@
+"""The figures an out-of-memory message carries, read to the byte (`Facts`), one reader per
+message family; `vramtui.triage.oom_forms` says which family a line belongs to.
+
+Each `read_*` function reads one family's figures from its (de-wrapped) message text into
+`Facts`: bytes, the text as written kept beside them, token counts, the GPU index. Figures are
+read in the unit convention of the backend that printed them: PyTorch, vLLM, llama.cpp,
+TensorFlow and XLA write KiB/MiB/GiB for powers of two; PyTorch's MPS allocator (before it
+switched to GiB) and vLLM write "GB"/"MB" for powers of two (`binary_si` reads those as
+GiB/MiB); everywhere else "GB" is 10^9 bytes, as `units.parse_bytes` reads it. Where a message
+prints an exact byte count beside a rounded one, the exact one is read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vramtui.errors import UnitsError
+from vramtui.units import parse_bytes
+
+FIGURE_KEYS = (
+    "tried_to_allocate_bytes",
+    "total_capacity_bytes",
+    "free_bytes",
+    "process_in_use_bytes",
+    "allocated_by_pytorch_bytes",
+    "reserved_unallocated_bytes",
+    "reserved_total_bytes",
+    "already_allocated_bytes",
+    "allowed_bytes",
+    "other_processes_bytes",
+    "kv_cache_bytes",
+    "model_weights_bytes",
+    "activation_peak_bytes",
+    "non_torch_bytes",
+)
+
+_A = re.ASCII
+# A quantity as the frameworks print it: "20.00 MiB", "79.19GiB", "512 bytes", "1,024.5 MB".
+_Q = r"(?<![-\d.,])(\d[\d,]{0,24}(?:\.\d{1,12})?\s?(?:[KMGTkmgt]i?B|bytes|B))\b"
+_N = r"(?<![-\d.,])(\d{1,3}(?:,\d{3}){1,8}(?![\d,])|\d{1,24})"  # an integer, thousands separators allowed
+
+
+# ------------------------------------------------------------------------------ facts
+
+
+class Facts:
+    __slots__ = ("binary_si", "figures", "gpu", "tokens", "written")
+
+    def __init__(self, binary_si: bool = False) -> None:
+        self.figures: dict[str, int] = {}
+        self.written: dict[str, str] = {}
+        self.tokens: dict[str, int] = {}
+        self.gpu: int | None = None
+        self.binary_si = binary_si
+
+    def fig(self, key: str, written: str, binary_si: bool | None = None) -> None:
+        if key in self.figures:
+            return
+        written = written.strip()
+        value = _to_bytes(written, self.binary_si if binary_si is None else binary_si)
+        if value is not None:
+            self.figures[key] = value
+            self.written[key] = written
+
+    def tok(self, key: str, digits: str) -> None:
+        if key not in self.tokens:
+            try:
+                self.tokens[key] = int(digits.replace(",", ""))
+            except ValueError:
+                pass
+
+    def set_gpu(self, digits: str | None) -> None:
+        if self.gpu is None and digits is not None:
+            try:
+                self.gpu = int(digits)
+            except ValueError:
+                pass
+
+
+_SI_TO_BINARY = re.compile(r"^(.*?)\s?([KkMGT])B$", _A)
+
+
+def _to_bytes(written: str, binary_si: bool) -> int | None:
+    text = written
+    if binary_si:
+        m = _SI_TO_BINARY.match(written)
+        if m:
+            text = f"{m[1]} {m[2].upper()}iB"
+    try:
+        return parse_bytes(text)
+    except (UnitsError, ValueError, OverflowError):
+        return None
+
+
+def _fields(text: str, facts: Facts, table: tuple[tuple[str, re.Pattern[str]], ...]) -> None:
+    for key, pattern in table:
+        if key in facts.figures:
+            continue
+        m = pattern.search(text)
+        if m:
+            facts.fig(key, m.group(1))
+
+
+def ascii_re(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(pattern, _A | flags)
+
+
+# PyTorch's CUDA/HIP/XPU caching allocator. 1.0-1.3 ended its message "Z free; W cached)",
+# where W is `amount_cached - amount_allocated` (reserved but unallocated; later "W cached; V
+# inactive)"); 1.4-2.0 printed "W reserved in total by PyTorch)"; 2.1 writes "total capacty"; a
+# retyped message may lose a space ("1.96GiB totalcapacity") or a capital ("by Pytorch").
+_TORCH_FIELDS = (
+    ("tried_to_allocate_bytes", ascii_re(r"[Tt]ried to allocate " + _Q)),
+    ("total_capacity_bytes", ascii_re(r"total capac(?:i?ty|tiy) of " + _Q)),
+    ("total_capacity_bytes", ascii_re(_Q + r" ?total ?capac(?:i?ty|tiy)")),
+    ("free_bytes", ascii_re(r"of which " + _Q + r" is free")),
+    ("free_bytes", ascii_re(_Q + r" free[;)]")),
+    ("already_allocated_bytes", ascii_re(_Q + r" already allocated")),
+    ("allowed_bytes", ascii_re(_Q + r" allowed;")),
+    ("reserved_total_bytes", ascii_re(_Q + r" reserved in total by Py[Tt]orch")),
+    ("reserved_unallocated_bytes", ascii_re(_Q + r" cached[;)]")),
+    ("process_in_use_bytes", ascii_re(r"this process has " + _Q + r" memory in use")),
+    ("allocated_by_pytorch_bytes", ascii_re(r"Of the allocated memory " + _Q + r" is\b")),
+    ("reserved_unallocated_bytes", ascii_re(_Q + r" is reserved by PyTorch but unallocated")),
+    # a paste cut inside the sentence: "..., and 87.85 MiB is reserved by PyTorch b"
+    ("reserved_unallocated_bytes", ascii_re(r"by PyTorch, and " + _Q + r" is reserved by PyTorch")),
+)
+_TORCH_GPU = ascii_re(
+    r"\(GPU {1,3}(\d{1,4});|\bGPU (\d{1,4}) has a total capac"
+    r"|\bAllocation on device (\d{1,4})\b"
+)
+_OTHER_PROCESS = ascii_re(r"\bProcess (\d{1,10}) has " + _Q + r" memory in use")
+
+
+def read_torch(text: str, f: Facts) -> None:
+    _fields(text, f, _TORCH_FIELDS)
+    m = _TORCH_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
+    listed: list[tuple[int, str]] = []
+    for m in _OTHER_PROCESS.finditer(text):
+        value = _to_bytes(m.group(2), False)
+        if value is not None:
+            listed.append((value, m.group(2).strip()))
+    others = _other_processes(listed, f)
+    if others:
+        f.figures["other_processes_bytes"] = sum(v for v, _ in others)
+        f.written["other_processes_bytes"] = " + ".join(w for _, w in others)
+
+
+def _other_processes(listed: list[tuple[int, str]], f: Facts) -> list[tuple[int, str]]:
+    """Sort the "Process N has X memory in use" lines into the job's own and the others'.
+
+    PyTorch lists every process on the card and writes "this process has" for its own PID; in
+    a container the job's PID is another number, so its own line reads like a stranger's. The
+    job holds at least what PyTorch allocated: when "this process has" is missing, the one line
+    with X at least that figure is the job (`process_in_use_bytes`); with no such figure, a
+    single line is the job; no line that large means every line is another process. Two
+    candidates, or several lines and no figure, cannot be told apart: neither figure is read.
+    """
+    if not listed:
+        return []
+    if "process_in_use_bytes" in f.figures:
+        return listed
+    floor = f.figures.get("allocated_by_pytorch_bytes")
+    if floor is None:
+        floor = f.figures.get("already_allocated_bytes")
+    if floor is None:
+        candidates = [0] if len(listed) == 1 else list(range(len(listed)))
+    else:
+        candidates = [k for k, (value, _) in enumerate(listed) if value >= floor]
+    if len(candidates) > 1:
+        return []
+    if candidates:
+        f.fig("process_in_use_bytes", listed[candidates[0]][1])
+    return [p for k, p in enumerate(listed) if k not in candidates]
+
+
+_MPS_FIELDS = (
+    ("allocated_by_pytorch_bytes", ascii_re(r"MPS allocated: " + _Q)),
+    ("non_torch_bytes", ascii_re(r"other allocations: " + _Q)),
+    ("allowed_bytes", ascii_re(r"max allowed: " + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"Tried to allocate " + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"Invalid buffer size: " + _Q)),
+)
+
+
+def read_mps(text: str, f: Facts) -> None:
+    _fields(text, f, _MPS_FIELDS)
+
+
+_VLLM_MAXLEN = ascii_re(
+    r"max seq len \(" + _N + r"\) is larger than the maximum number of tokens that "
+    r"can be stored in KV cache \(" + _N + r"\)"
+)
+_VLLM_V1 = ascii_re(
+    r"max seq len \(" + _N + r"\),? \(" + _Q + r" KV cache is needed, which is larger "
+    r"than the available KV cache memory \(" + _Q + r"\)"
+)
+_VLLM_EST = ascii_re(r"estimated maximum model length is " + _N)
+_VLLM_FREE = ascii_re(
+    r"Free memory on device \((\d{1,9}(?:\.\d{1,6})?)/(\d{1,9}(?:\.\d{1,6})?) "
+    r"([KMGT]i?B)\) on startup is less than desired GPU memory utilization "
+    r"\((\d(?:\.\d{1,6})?), (\d{1,9}(?:\.\d{1,6})? ?[KMGT]i?B)\)"
+)
+
+
+def read_vllm_kv(text: str, f: Facts) -> None:
+    m = _VLLM_MAXLEN.search(text)
+    if m:
+        f.tok("max_model_len", m.group(1))
+        f.tok("kv_cache_tokens", m.group(2))
+    m = _VLLM_V1.search(text)
+    if m:
+        f.tok("max_model_len", m.group(1))
+        f.fig("tried_to_allocate_bytes", m.group(2))  # the KV cache one full-length request needs
+        f.fig("kv_cache_bytes", m.group(3))
+    m = _VLLM_EST.search(text)
+    if m:
+        f.tok("estimated_max_model_len", m.group(1))
+    m = _VLLM_FREE.search(text)
+    if m:
+        unit = m.group(3)
+        f.fig("free_bytes", f"{m.group(1)} {unit}")  # vLLM writes "37.95/79.25 GiB"
+        f.fig("total_capacity_bytes", f"{m.group(2)} {unit}")
+        f.fig("allowed_bytes", m.group(5))
+
+
+_TGI_TOTAL = ascii_re(
+    r"Not enough memory to handle " + _N + r" total tokens with " + _N + r" prefill tokens"
+)
+_TGI_PREFILL = ascii_re(r"Not enough memory to handle " + _N + r" prefill tokens")
+_TGI_SPAN = ascii_re(r"warmup\{([^{}\n]{0,400})\}")
+_TGI_ARG = ascii_re(r"(max_\w{1,40})=(?:Some\()?(\d{1,12})\b")
+
+
+def read_tgi(text: str, f: Facts) -> None:
+    m = _TGI_TOTAL.search(text)
+    if m:
+        f.tok("total_tokens", m.group(1))
+        f.tok("prefill_tokens", m.group(2))
+    m = _TGI_PREFILL.search(text)
+    if m:
+        f.tok("prefill_tokens", m.group(1))
+
+
+def read_tgi_span(text: str, f: Facts) -> None:
+    m = _TGI_SPAN.search(text)
+    if m:
+        for arg in _TGI_ARG.finditer(m.group(1)):
+            f.tok(arg.group(1), arg.group(2))
+
+
+_LLAMA_FIELDS = (
+    ("tried_to_allocate_bytes", ascii_re(r"allocating " + _Q + r" on device")),
+    ("tried_to_allocate_bytes", ascii_re(r"buffer of size (\d{1,20})\b")),
+    ("tried_to_allocate_bytes", ascii_re(r"allocation of size (\d{1,20}) failed")),
+    ("tried_to_allocate_bytes", ascii_re(r"failed to allocate buffer, size = " + _Q)),
+)
+_LLAMA_GPU = ascii_re(
+    r"on device (\d{1,3})\b|\b(?:CUDA|ROCm|Vulkan|SYCL|CANN|MUSA)(\d{1,3}) buffer|"
+    r"current device: (\d{1,3})"
+)
+
+
+def read_llama(text: str, f: Facts) -> None:
+    _fields(text, f, _LLAMA_FIELDS)
+    m = _LLAMA_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
+
+
+_OLLAMA_SYS = ascii_re(
+    r"requires more system memory \(" + _Q + r"\) than is available \(" + _Q + r"\)"
+)
+_OLLAMA_OFFLOAD = (
+    ("free_bytes", ascii_re(r"memory\.available=\"?\[" + _Q)),
+    ("kv_cache_bytes", ascii_re(r"memory\.required\.kv=\"?" + _Q)),
+    ("model_weights_bytes", ascii_re(r"memory\.weights\.total=\"?" + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"memory\.required\.full=\"?" + _Q)),
+)
+_OLLAMA_LAYERS = ascii_re(r"\blayers\.(requested|model|offload)=(-?\d{1,6})\b")
+
+
+def read_ollama(text: str, f: Facts) -> None:
+    m = _OLLAMA_SYS.search(text)
+    if m:
+        f.fig("tried_to_allocate_bytes", m.group(1))
+        f.fig("free_bytes", m.group(2))
+    read_llama(text, f)
+    _fields(text, f, _OLLAMA_OFFLOAD)
+    for m in _OLLAMA_LAYERS.finditer(text):
+        f.tok("layers_" + m.group(1), m.group(2))
+
+
+_VLLM_STARTUP_FIELDS = (
+    ("model_weights_bytes", ascii_re(r"(?:Model loading|Loading model weights) took " + _Q)),
+    ("total_capacity_bytes", ascii_re(r"total_gpu_memory \(" + _Q + r"\)")),
+    ("total_capacity_bytes", ascii_re(r"total_gpu_memory=" + _Q)),
+    ("allowed_bytes", ascii_re(r"gpu_memory_utilization \(\d{1,3}(?:\.\d{1,6})?\) = " + _Q)),
+    ("model_weights_bytes", ascii_re(r"model weights take " + _Q)),
+    ("non_torch_bytes", ascii_re(r"non_torch_memory takes " + _Q)),
+    ("non_torch_bytes", ascii_re(r"non_torch_memory=" + _Q)),
+    ("activation_peak_bytes", ascii_re(r"activation peak memory takes " + _Q)),
+    ("kv_cache_bytes", ascii_re(r"reserved for KV Cache is " + _Q)),
+    ("kv_cache_bytes", ascii_re(r"Available KV cache memory: " + _Q)),
+    ("kv_cache_bytes", ascii_re(r"kv_cache_size=" + _Q)),
+)
+_VLLM_BLOCKS = ascii_re(r"# \w{1,10} blocks: " + _N + r"(?:, # CPU blocks: " + _N + r")?")
+_VLLM_KV_TOKENS = ascii_re(r"KV cache size: " + _N + r" tokens")
+_VLLM_CONCURRENCY = ascii_re(r"Maximum concurrency for " + _N + r" tokens per request")
+
+
+def read_vllm_startup(text: str, f: Facts) -> None:
+    _fields(text, f, _VLLM_STARTUP_FIELDS)
+    m = _VLLM_BLOCKS.search(text)
+    if m:
+        f.tok("gpu_blocks", m.group(1))
+        if m.group(2):
+            f.tok("cpu_blocks", m.group(2))
+    m = _VLLM_KV_TOKENS.search(text)
+    if m:
+        f.tok("kv_cache_tokens", m.group(1))
+    m = _VLLM_CONCURRENCY.search(text)
+    if m:
+        f.tok("max_model_len", m.group(1))
+
+
+# PyTorch's CPU allocator failing is host RAM, not GPU memory: never an out-of-memory event
+# here; the reader names it when it explains why a text holds no GPU OOM.
+HOST_RAM = ascii_re(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory)")
+
+
+# intel-extension-for-pytorch refuses any single block over 4 GB on some platforms, whatever
+# is free ("... larger than 4GB! Tried to allocate 6.85 GiB (GPU  0; 15.56 GiB total capacity;
+# 0 bytes already allocated; ...)"): a size limit, not exhausted memory, so not an OOM event.
+BLOCK_LIMIT = ascii_re(r"can NOT allocate memory block with size larger than \S{1,12}")
+
+
+# PyTorch's cudaMallocAsync backend (the default in ComfyUI) over a memory fraction:
+#   Allocation on device 0 would exceed allowed memory. (out of memory)
+#   Currently allocated     : 11.11 GiB
+#   Requested               : 128.00 MiB
+#   Device limit            : 12.00 GiB
+#   Free (according to CUDA): 0 bytes
+#   PyTorch limit (set by user-supplied memory fraction)
+#                           : 17179869184.00 GiB
+# text-generation-inference quotes it inside its warm-up panic with literal "\n" escapes.
+_FRACTION_FIELDS = (
+    ("already_allocated_bytes", ascii_re(r"Currently allocated\s{0,40}: {0,4}" + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"Requested\s{0,40}: {0,4}" + _Q)),
+    ("total_capacity_bytes", ascii_re(r"Device limit\s{0,40}: {0,4}" + _Q)),
+    ("free_bytes", ascii_re(r"Free \(according to CUDA\)\s{0,40}: {0,4}" + _Q)),
+    (
+        "allowed_bytes",
+        ascii_re(r"memory fraction\)(?:\\n)?\s{0,60}(?:\\n)?\s{0,60}: {0,4}" + _Q),
+    ),
+)
+
+
+def read_fraction(text: str, f: Facts) -> None:
+    _fields(text, f, _FRACTION_FIELDS)
+    m = _TORCH_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
+
+
+# TensorFlow, JAX and XLA (the TSL BFC allocator, stream executor and XLA's buffers).
+# Sizes are HumanReadableNumBytes (1024-based "84.60MiB", "512B") or exact byte counts;
+# where both are printed ("2.12G (2282521344 bytes)", "(rounded to 1073741824)") the exact one
+# is read.
+_XLA_EXACT = (
+    ("tried_to_allocate_bytes", ascii_re(r"\(rounded to (\d{1,20})\)")),
+    ("tried_to_allocate_bytes", ascii_re(r"failed to allocate \S{1,24} \((\d{1,20}) bytes\)")),
+    (
+        "tried_to_allocate_bytes",
+        ascii_re(r"Failed to allocate request for \S{1,24} \((\d{1,20})B\)"),
+    ),
+)
+_XLA_FIELDS = (
+    ("tried_to_allocate_bytes", ascii_re(r"ran out of memory trying to allocate " + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"[Oo]ut of memory while trying to allocate " + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"[Oo]ut of memory allocating " + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"Failed to allocate request for " + _Q)),
+)
+_XLA_GPU = ascii_re(r"device:GPU:(\d{1,3})\b|\bGPU_(\d{1,3})_bfc\b|device ordinal (\d{1,3})\b")
+
+
+def read_xla(text: str, f: Facts) -> None:
+    for key, pattern in _XLA_EXACT:
+        m = pattern.search(text)
+        if m and key not in f.figures:
+            f.figures[key] = int(m.group(1))
+            f.written[key] = m.group(0)
+    _fields(text, f, _XLA_FIELDS)
+    m = _XLA_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1) or m.group(2) or m.group(3))
+
+
+# TensorRT-LLM's executor creation (tensorrt_llm/_torch/pyexecutor): figures in GiB, no unit.
+_TRTLLM_FIELDS = (
+    ("total_capacity_bytes", ascii_re(r"Total GPU memory \(GiB\): (\d{1,9}(?:\.\d{1,6})?)")),
+    (
+        "free_bytes",
+        ascii_re(
+            r"Free GPU memory before component creation attempt \(GiB\): "
+            r"(\d{1,9}(?:\.\d{1,6})?)"
+        ),
+    ),
+)
+
+
+def read_trtllm(text: str, f: Facts) -> None:
+    for key, pattern in _TRTLLM_FIELDS:
+        m = pattern.search(text)
+        if m and key not in f.figures:
+            value = _to_bytes(m.group(1) + " GiB", False)
+            if value is not None:
+                f.figures[key] = value
+                f.written[key] = m.group(1) + " (GiB)"
+
+
+_EXACT_BYTES = (
+    ("tried_to_allocate_bytes", ascii_re(r"requested buffer of size (\d{1,20})\b")),  # ORT
+    ("tried_to_allocate_bytes", ascii_re(r"GPU memory \((\d{1,20}) bytes\) could not")),  # TRT
+)
+_ORT_GPU = ascii_re(r"; GPU=(\d{1,3})\b")
+
+
+def read_exact_bytes(text: str, f: Facts) -> None:
+    for key, pattern in _EXACT_BYTES:
+        m = pattern.search(text)
+        if m and key not in f.figures:
+            f.figures[key] = int(m.group(1))
+            f.written[key] = m.group(1) + " bytes"
+    m = _ORT_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1))
+
+
+_MLX_ALLOC = ascii_re(r"\[metal::malloc\] Unable to allocate (\d{1,20}) bytes")
+
+
+def read_mlx(text: str, f: Facts) -> None:
+    m = _MLX_ALLOC.search(text)
+    if m:
+        f.fig("tried_to_allocate_bytes", m.group(1))
+
+
+def read_nothing(text: str, f: Facts) -> None:
+    return None
