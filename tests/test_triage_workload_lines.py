@@ -147,7 +147,7 @@ def test_values_are_bounded_per_kind():
 def test_hostile_input_is_linear(hostile):
     start = time.perf_counter()
     find_workload_lines(hostile)
-    assert time.perf_counter() - start < 3.0
+    assert time.perf_counter() - start < 10.0  # a hang guard (quadratic would take minutes)
 
 
 def test_cli_and_json_name_each_mismatch_before_the_advice(tmp_path, capsys):

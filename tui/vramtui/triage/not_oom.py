@@ -106,7 +106,7 @@ def near_miss(log: CleanLog) -> tuple[str, str] | None:
     i = _first_line_with(log, _HOST_RAM_ALLOC)
     if i is not None:
         return "host_ram", (
-            "the host (CPU) RAM ran out, not GPU memory: PyTorch's DefaultCPUAllocator could "
+            "the host ran out of system RAM (CPU memory), not GPU memory: PyTorch's DefaultCPUAllocator could "
             f"not allocate ({_at(log, i)})"
         )
     killed = _killed_line(log)

@@ -276,8 +276,11 @@ class _Reader:
             last = start_line
         else:
             text_out, last, facts = self.gather(start_line, col, form)
+        # The logger's prefix can name the framework ("W tensorflow/.../bfc_allocator.cc:479] ")
         framework = (
-            form.framework if isinstance(form.framework, str) else form.framework(m, text_out)
+            form.framework
+            if isinstance(form.framework, str)
+            else form.framework(m, f"{self.log.prefixes[start_line]} {text_out}")
         )
         kind = form.kind
         if kind == "auto":
@@ -533,6 +536,8 @@ def _mark_echoes(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
 
 
 MAX_HEADING_GAP = 3  # lines between a figure-less mention and the message it announces
+MAX_JUPYTER_TRACEBACK = 3_000  # lines between IPython's heading and the exception's message
+_JUPYTER_HEADING = ascii_re(r"\s{0,16}([\w.]{1,120})\s{1,80}Traceback \(most recent call last\)")
 
 
 def _mark_headings(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
@@ -544,6 +549,13 @@ def _mark_headings(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
     for k in range(len(out) - 1):
         a, b = out[k], out[k + 1]
         if not (a.is_failure and b.is_failure) or a.echo_of is not None:
+            continue
+        jupyter = _JUPYTER_HEADING.match(a.message)
+        if jupyter and not a.figures and b.line_no - a.line_no <= MAX_JUPYTER_TRACEBACK:
+            # IPython heads its traceback with the exception's name; the message itself,
+            # with the figures, is the traceback's last line: one failure
+            if jupyter.group(1).rsplit(".", 1)[-1] in b.message:
+                out[k] = replace(a, echo_of=b.line_no)
             continue
         if a.figures or a.tokens or not b.figures or a.framework != b.framework:
             continue
