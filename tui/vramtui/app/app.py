@@ -399,7 +399,8 @@ class VramtuiApp(App):
         target = self._tab_focus.get(tab)
         if target is None or not target.is_attached:
             target = {
-                "sizing": self.form,
+                # the form is no focus stop itself: its first field is
+                "sizing": next(iter(self.form.query("Input, Select")), self.form),
                 "shortlist": self.shortlist_pane.table,
                 "triage": self.triage_pane.query_one("#triage-log"),
                 "feed": self.feed_pane.query_one("#feed-stage"),
