@@ -6,7 +6,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
@@ -14,12 +14,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
 from vramtui.app.messages import CandidateSelected, FieldEdited
+from vramtui.app.palette import PaletteCommands
 from vramtui.app.screens.dialogs import ConfirmDialog, HelpScreen, PathPrompt, RecoverDraft
 from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
 from vramtui.app.widgets.ledger_pane import LedgerPane
 from vramtui.app.widgets.shortlist_pane import ShortlistPane
 from vramtui.app.widgets.spec_form import SpecForm
-from vramtui.app.widgets.triage_pane import TriagePane, TriageRequest
+from vramtui.app.triage_actions import TriageActions
+from vramtui.app.widgets.triage_pane import TriagePane
 from vramtui.config import UNITS, Config
 from vramtui.drafts import (
     UNREADABLE_DIR,
@@ -45,7 +47,7 @@ FEED_REDRAW_S = 0.5  # the live feed redraws at most twice a second
 SETS_OTHER_FIELDS = frozenset({"task.kind", "weights.format"})
 
 
-class VramtuiApp(App):
+class VramtuiApp(TriageActions, PaletteCommands, App):
     # Absolute: Textual resolves a relative CSS_PATH against the module of the class in use,
     # so a subclass elsewhere (a benchmark, a test) would look for bench/app.tcss.
     CSS_PATH = [Path(__file__).with_name("app.tcss")]
@@ -181,22 +183,6 @@ class VramtuiApp(App):
             self.call_after_refresh(self._focus_first_field)
         if self.offer_draft:
             self._offer_drafts()
-
-    def go_to_field(self, path: str) -> None:
-        """Show the Sizing tab and focus the field of `path`."""
-        from vramtui.app.widgets.spec_form import field_id
-
-        self.action_show_tab("sizing")
-
-        def focus() -> None:
-            try:
-                widget = self.form.query_one(f"#{field_id(path)}")
-            except NoMatches:
-                return
-            widget.focus()
-            widget.scroll_visible()
-
-        self.call_after_refresh(focus)
 
     def _focus_first_field(self) -> None:
         """Keyboard first: start in the form's first input, not on the tab bar."""
@@ -651,88 +637,6 @@ class VramtuiApp(App):
             self._refresh_all()
         self._drain_feed()
 
-    async def on_triage_request(self, message: TriageRequest) -> None:
-        """The triage wizard: read, correct the stage, apply one change, log the outcome."""
-        s = self.session
-        try:
-            if message.action == "read":
-                reading = s.triage_read(message.value or "")
-                if not reading.is_oom:
-                    self.notify(
-                        reading.not_oom_reason or "no out-of-memory error in this text",
-                        severity="warning",
-                        timeout=8,
-                    )
-            elif message.action == "open":
-                path = user_path(str(message.value or ""))
-                from vramtui.triage.command import read_log_text
-
-                text = read_log_text(str(path)) if str(message.value or "").strip() else ""
-                if not text:
-                    self.notify("give the path of a log file", severity="warning")
-                    return
-                self.triage_pane.set_log_text(text[-200_000:])
-                s.triage_read(text)
-            elif message.action == "phase":
-                s.triage_set_phase(str(message.value))
-            elif message.action == "failed_gpu":
-                s.triage_set_failed_gpu(message.value)
-            elif message.action == "apply":
-                if s.triage_advice is None or not s.triage_advice.recommendations:
-                    self.notify("read an out-of-memory log first", severity="warning")
-                    return
-                index = int(message.value)
-                rec = s.triage_advice.recommendations[index]
-                if rec.fits is False:
-                    self.push_screen(
-                        ConfirmDialog(
-                            "This change is predicted not to fit",
-                            f"{rec.change}: {rec.why_not_fit}. Apply it and log the attempt "
-                            "anyway?",
-                        ),
-                        lambda yes: self._triage_apply_confirmed(index) if yes else None,
-                    )
-                    return
-                await self._triage_apply(index)
-            elif message.action == "measured":
-                n = s.triage_record_measured()
-                self.notify(
-                    f"{n} measured figure(s) stored with the spec"
-                    if n
-                    else "the error holds no figure to store",
-                    timeout=6,
-                )
-                if n:
-                    self._schedule_autosave()
-            elif message.action == "outcome":
-                if not s.spec.triage:
-                    self.notify("no attempt logged yet", severity="warning")
-                    return
-                s.triage_set_outcome(len(s.spec.triage) - 1, str(message.value))
-                self._schedule_autosave()
-        except VramtuiError as exc:
-            self.notify(str(exc), severity="error", timeout=10)
-        self._refresh_all()
-
-    async def _triage_apply(self, index: int, force: bool = False) -> None:
-        rec = self.session.triage_advice.recommendations[index]
-        self.session.triage_apply(index, force=force)
-        await self.form.rebuild()
-        self._schedule_autosave()
-        self.notify(
-            f"applied: {rec.change} — logged as a pending attempt; re-run the "
-            "job, then report its outcome",
-            timeout=8,
-        )
-
-    async def _triage_apply_confirmed(self, index: int) -> None:
-        """The user confirmed a change predicted not to fit."""
-        try:
-            await self._triage_apply(index, force=True)
-        except VramtuiError as exc:
-            self.notify(str(exc), severity="error", timeout=10)
-        self._refresh_all()
-
     async def _replace_session(self, session: SizingSession) -> None:
         self.session = session
         form = self.form
@@ -858,53 +762,3 @@ class VramtuiApp(App):
     def release_draft(self) -> None:
         """Give up this instance's lock (its draft file, if any, stays to be recovered)."""
         self._slot.release()
-
-    # ------------------------------------------------------------------ command palette
-
-    def get_system_commands(self, screen):
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Save spec", "Write the spec as TOML (ctrl+s)", self.action_save)
-        yield SystemCommand("Save spec as", "Choose a file for the spec", self.action_save_as)
-        yield SystemCommand("Open spec", "Load a spec TOML file", self.action_open)
-        yield SystemCommand("Cycle units", "GiB, GB, MiB, bytes", self.action_cycle_units)
-        yield SystemCommand(
-            "Show sizing", "Spec form and headroom ledger", lambda: self.action_show_tab("sizing")
-        )
-        yield SystemCommand(
-            "Show shortlist",
-            "Rental candidates and their evidence",
-            lambda: self.action_show_tab("shortlist"),
-        )
-        yield SystemCommand(
-            "Show triage",
-            "Read an out-of-memory error, change one variable",
-            lambda: self.action_show_tab("triage"),
-        )
-        yield SystemCommand(
-            "Show live feed",
-            "GPU counters, processes, stage peaks",
-            lambda: self.action_show_tab("feed"),
-        )
-        yield SystemCommand(
-            "Import measurements",
-            "A probe file or a vLLM start-up log, beside the estimate (F9)",
-            self.action_import_measurements,
-        )
-        yield SystemCommand(
-            "Dry run",
-            "Trace the real model code on the meta device: traced estimates per stage",
-            self.ledger_pane.start_dry_run,
-        )
-        yield SystemCommand(
-            "Export sizing sheet",
-            "One page as Markdown or HTML (ctrl+e)",
-            self.action_export_sheet,
-        )
-        yield SystemCommand("Help", "Keys, statuses and units", self.action_help)
-        yield SystemCommand("Undo", "Take back the last change to the spec (F3)", self.action_undo)
-        for f in self.session.fields():
-            yield SystemCommand(
-                f"Go to field: {f.label}" + (f" ({f.group})" if f.group != f.label else ""),
-                f"Focus the {f.label} field on the Sizing tab",
-                lambda path=f.path: self.go_to_field(path),
-            )
