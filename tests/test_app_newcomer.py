@@ -117,19 +117,46 @@ async def test_switching_the_seed_to_lora_leaves_the_manual_reserve_and_f3_undoe
         )
 
 
+MANUAL_LLAMA = """\
+schema_version = 1
+name = "Llama 8B with a manual reserve"
+[model]
+id = "meta-llama/Llama-3.1-8B-Instruct"
+[task]
+kind = "inference"
+[weights]
+format = "bf16"
+[lengths]
+prompt_tokens = 8000
+generated_tokens = 192
+[batch]
+concurrency = 16
+[runtime]
+attention = "flash"
+kv_cache_dtype = "bf16"
+[placement]
+gpus = 1
+[headroom]
+mode = "manual"
+reserve_gib = 6.0
+reason = "a guess"
+"""
+
+
 async def test_a_reserve_smaller_than_the_itemised_items_is_flagged_first(catalog, tmp_path):
-    app = seed_app(catalog, tmp_path)
-    async with app.run_test(size=(120, 40)) as pilot:
-        flag = app.query_one("#ledger-flag")
-        assert not flag.display  # 7e9 fp16 inference at 2k: the reserve covers what is known
-        app.session.set_field("model", "meta-llama/Llama-3.1-8B-Instruct")
-        app.session.set_field("batch.concurrency", "16")
-        app.session.set_field("lengths.prompt_tokens", "8000")
-        app._refresh_all()
+    seed = seed_app(catalog, tmp_path)
+    async with seed.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        assert app.session.spec.headroom.mode == "manual"
+        # 7e9 fp16 inference at 2k: the reserve covers what the itemised ledger knows
+        assert not seed.query_one("#ledger-flag").display
+    session = SizingSession.from_spec(loads_spec(MANUAL_LLAMA, "t"), None, catalog, today=TODAY)
+    app = VramtuiApp(session, Config(), draft_file=tmp_path / "state" / "d2.toml")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        flag = app.query_one("#ledger-flag")
         assert flag.display
         shown = str(flag.render())
+        # 16 x 8,192 tokens x 128 KiB of KV alone is 16 GiB, far above the 6 GiB reserve
         assert "manual reserve (6.00 GiB) is smaller" in shown and "itemised" in shown
 
 
@@ -203,3 +230,15 @@ async def test_go_to_field_from_the_palette_and_f1_first_in_the_footer(catalog, 
             return bool(f1) and f1[0].region.width > 0 and f1[0].region.right <= 80
 
         assert await until(pilot, f1_shown)
+
+
+def test_a_real_model_in_place_of_the_seeds_parameter_count_switches_to_itemised(catalog):
+    """As `--model` does on the command line: the reserve stood for a missing architecture."""
+    session = SizingSession.from_spec(seed_example_spec(), None, catalog, today=TODAY)
+    outcome = session.set_field("model", "meta-llama/Llama-3.1-8B-Instruct")
+    assert outcome.valid and session.spec.headroom.mode == "itemised"
+    assert outcome.notes and "itemised" in outcome.notes[0]
+    names = {i.name for i in session.results.estimate.items}
+    assert any(n.startswith("KV cache") for n in names)
+    session.undo()
+    assert session.spec.model.params == 7e9 and session.spec.headroom.reserve_gib == 6.0

@@ -193,7 +193,26 @@ class SizingSession:
 
             form["weights"] = weights_for_format(value, form.get("weights", {}))
         else:
+            bare_before = "params" in form.get("model", {})
             set_value(form, path, value)
+            if (
+                path == "model"
+                and bare_before
+                and "params" not in form.get("model", {})
+                and form.get("headroom", {}).get("mode") == "manual"
+            ):
+                # The seed's reserve stands in for a missing architecture (as `--model` on the
+                # command line): a real model gets the itemised ledger.
+                reserve = form["headroom"].get("reserve_gib")
+                margin = form["headroom"].get("margin_fraction")
+                form["headroom"] = {"mode": "itemised"}
+                if margin is not None:
+                    form["headroom"]["margin_fraction"] = margin
+                notes.append(
+                    f"headroom switched from a manual {reserve} GiB reserve to the itemised "
+                    "ledger: with a real model the KV cache, activations and overheads are "
+                    "sized item by item"
+                )
         if path != "name":  # another workload than the seed's: its description no longer fits
             from vramtui.builtin_specs import drop_seed_description
 
