@@ -100,7 +100,8 @@ class VramtuiApp(TriageActions, PaletteCommands, App):
         )
         self._draft_entries: list = []  # the recoverable drafts the start-up dialog lists
         self._draft_failed = ""  # why the last autosave failed ("" when it worked)
-        self._edit_note = ""  # what the last edit also changed (shown in the title until the next)
+        self._edit_note = ""  # what an edit also changed (in the title until another field)
+        self._edit_note_path = ""
         self._quit_armed = False  # ctrl+q pressed once while the draft could not be written
         self._autosave_timer = None
         self.feed_settings = feed_settings
@@ -249,7 +250,12 @@ class VramtuiApp(TriageActions, PaletteCommands, App):
         outcome = self.session.set_field(message.path, message.text)
         if not outcome.changed:
             return  # an input reporting the text it already held (e.g. on mount)
-        self._edit_note = "; ".join(outcome.notes)
+        # What the edit also changed stays in the title while the user keeps typing into the
+        # same field (each key is an edit), and goes with the first edit elsewhere.
+        if outcome.notes:
+            self._edit_note, self._edit_note_path = "; ".join(outcome.notes), message.path
+        elif message.path != self._edit_note_path:
+            self._edit_note = ""
         for note in outcome.notes:
             self.notify(f"{note}. F3 undoes it.", title="Also changed", timeout=12)
         form = self.form
