@@ -283,7 +283,7 @@ def test_model_reference_is_bounded_where_it_enters(tmp_path):
         match=r"model.id is 513 characters long \(<string>\); the limit is 512 characters",
     ):
         loads_spec(SEED.read_text().replace("params = 7e9", f'id = "{word}"'))
-    with pytest.raises(FieldError, match="Model is 513 characters long; the limit is 512"):
+    with pytest.raises(FieldError, match="Model id, path or count is 513 characters long; the limit is 512"):
         parse_text(FIELDS_BY_PATH["model"], word)
     assert parse_text(FIELDS_BY_PATH["model"], "m" * 512) == ("id", "m" * 512)
     proc = subprocess.run(
