@@ -203,11 +203,9 @@ class SizingSession:
             ):
                 # The seed's reserve stands in for a missing architecture (as `--model` on the
                 # command line): a real model gets the itemised ledger.
-                reserve = form["headroom"].get("reserve_gib")
-                margin = form["headroom"].get("margin_fraction")
-                form["headroom"] = {"mode": "itemised"}
-                if margin is not None:
-                    form["headroom"]["margin_fraction"] = margin
+                from vramtui.spec_overrides import leave_manual_reserve
+
+                reserve = leave_manual_reserve(form)
                 notes.append(
                     f"headroom switched from a manual {reserve} GiB reserve to the itemised "
                     "ledger: with a real model the KV cache, activations and overheads are "

@@ -52,7 +52,7 @@ def apply_overrides(spec: Spec, args) -> Spec:
         if d.get("headroom", {}).get("mode") == "manual" and spec.model.params is not None:
             # The seed example's reserve stands in for a missing architecture; a real model
             # gets the itemised ledger.
-            d["headroom"] = {"mode": "itemised"}
+            leave_manual_reserve(d)
         changed = True
     if args.task and args.task != spec.task.kind:
         for note in switch_task(d, args.task):
@@ -108,6 +108,16 @@ def weights_for_format(fmt: str, old: dict) -> dict:
     return w
 
 
+def leave_manual_reserve(d: dict) -> float | None:
+    """Turn the TOML-shaped spec `d`'s manual reserve into the itemised ledger in place,
+    keeping its safety margin; returns the reserve it had (GiB)."""
+    headroom = d.get("headroom", {})
+    d["headroom"] = {"mode": "itemised"}
+    if "margin_fraction" in headroom:
+        d["headroom"]["margin_fraction"] = headroom["margin_fraction"]
+    return headroom.get("reserve_gib")
+
+
 def switch_task(d: dict, kind: str) -> list[str]:
     """Turn the TOML-shaped spec `d` into a `kind` task in place, keeping what carries over
     (length, batch, placement) and filling the tables the new task needs with stated defaults.
@@ -116,12 +126,8 @@ def switch_task(d: dict, kind: str) -> list[str]:
     a task switch turns the headroom to the itemised ledger."""
     old_kind = d.get("task", {}).get("kind")
     notes: list[str] = []
-    headroom = d.get("headroom", {})
-    if kind != old_kind and headroom.get("mode") == "manual":
-        reserve = headroom.get("reserve_gib")
-        d["headroom"] = {"mode": "itemised"}
-        if "margin_fraction" in headroom:
-            d["headroom"]["margin_fraction"] = headroom["margin_fraction"]
+    if kind != old_kind and d.get("headroom", {}).get("mode") == "manual":
+        reserve = leave_manual_reserve(d)
         notes.append(
             f"headroom switched from a manual {reserve} GiB reserve to the itemised ledger: "
             f"a reserve chosen for {old_kind} does not cover what {kind} adds"

@@ -32,6 +32,7 @@ class KvRoom:
     room_bytes: int  # the KV memory the engine had, per GPU
     room_printed: bool  # True: the engine printed the room in bytes; False: tokens x estimate
     weights_bytes: int  # the spec's weights per GPU (what a weight change frees comes from it)
+    ledger_need_bytes: int  # the ledger's KV for one sequence at need_tokens (scales changes)
 
     @property
     def short_bytes(self) -> int:
@@ -105,9 +106,10 @@ def kv_room(reading, spec: Spec, arch, checkpoint, est) -> KvRoom | None:
     room_tokens = ev.tokens.get("kv_cache_tokens") or ev.tokens.get("estimated_max_model_len")
     printed_room = ev.figures.get("kv_cache_bytes")
     printed_need = ev.figures.get("tried_to_allocate_bytes") if printed_room else None
-    need_bytes = printed_need or kv_bytes_for(spec, arch, checkpoint, need_tokens)
-    if need_bytes is None:
+    ledger_need = kv_bytes_for(spec, arch, checkpoint, need_tokens)
+    if ledger_need is None:
         return None
+    need_bytes = printed_need or ledger_need
     if printed_room is not None:
         room_bytes, printed = printed_room, True
     elif room_tokens:
@@ -124,6 +126,7 @@ def kv_room(reading, spec: Spec, arch, checkpoint, est) -> KvRoom | None:
         room_bytes=room_bytes,
         room_printed=printed,
         weights_bytes=weights_bytes(est),
+        ledger_need_bytes=ledger_need,
     )
 
 
@@ -134,9 +137,9 @@ def judge_change(
     before_ctx = spec.lengths.context_tokens
     after_ctx = after.lengths.context_tokens
     tokens = room.need_tokens if after_ctx == before_ctx else min(after_ctx, room.need_tokens)
-    need_now = kv_bytes_for(spec, arch, checkpoint, room.need_tokens)
+    need_now = room.ledger_need_bytes
     need_after = kv_bytes_for(after, arch, checkpoint, tokens)
-    if need_now is None or need_after is None or need_now <= 0:
+    if need_after is None or need_now <= 0:
         return None
     # Scale the error's need by the ledger's ratio (exact when the engine printed bytes).
     need = round(room.need_bytes * need_after / need_now)
