@@ -485,7 +485,9 @@ def read_mlx(text: str, f: Facts) -> None:
 
 # NCCL's alloc.h after a failed cudaMalloc: WARN("Failed to CUDA calloc %ld bytes", ...); the
 # same for "CUDA malloc", "CUDA host alloc" and "CUDA calloc async" (newer releases).
-_NCCL_SIZE = ascii_re(r"\bFailed to CUDA (?:calloc|malloc|host alloc|calloc async) (\d{1,20}) bytes")
+_NCCL_SIZE = ascii_re(
+    r"\bFailed to CUDA (?:calloc|malloc|host alloc|calloc async) (\d{1,20}) bytes"
+)
 
 
 def read_nccl_size(text: str, f: Facts) -> None:

@@ -238,7 +238,9 @@ def _from_event_line(log: CleanLog, event_idx: int) -> PhaseVerdict | None:
         return None
     # a line that heads the message (TensorFlow 2's "Node: 'x'", onnxruntime's "... Status
     # Message:" before the allocator's line) is part of the error
-    first = event_idx - 1 if event_idx and log_rules.heads_message(lines[event_idx - 1]) else event_idx
+    first = (
+        event_idx - 1 if event_idx and log_rules.heads_message(lines[event_idx - 1]) else event_idx
+    )
     for j in range(first, min(len(lines), event_idx + EVENT_TAIL_LINES)):
         text = lines[j][:2_000]
         if j > event_idx and not text.strip():

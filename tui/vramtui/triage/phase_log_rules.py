@@ -36,6 +36,8 @@ def heads_message(text: str) -> bool:
     Message:" and puts the allocator's words on the next line."""
     text = text[:2_000]
     return bool(_TF2_NODE.match(text) or _ORT_HEAD.search(text))
+
+
 # A TensorFlow node definition in training mode (FusedBatchNorm[..., is_training=true, ...]).
 _TF_TRAINING_ATTR = re.compile(r"\bis_training=true\b", _A)
 
@@ -51,14 +53,18 @@ CALLER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
             r"command buffer \d{1,6} failed|graph_compute: |Processing Prompt",
             _A,
         ),
-        "llama.cpp was evaluating its graph for a prompt or a token (decode, compute buffers "
-        "re-reserved or a pool grown during a request), after the model was loaded",
+        (
+            "llama.cpp was evaluating its graph for a prompt or a token (decode, compute buffers "
+            "re-reserved or a pool grown during a request), after the model was loaded"
+        ),
     ),
     (
         "other",
         re.compile(r"Failed to clone\(\) tensor with name|returning from state_dict\(\) call", _A),
-        "FSDP was gathering the full state dict (state_dict(), as a checkpoint save does): "
-        "neither a training nor a generation step",
+        (
+            "FSDP was gathering the full state dict (state_dict(), as a checkpoint save does): "
+            "neither a training nor a generation step"
+        ),
     ),
     (
         "generate",
@@ -154,8 +160,10 @@ def event_line_rule(text: str) -> tuple[str, str] | None:
         if _TF_TRAINING_ATTR.search(text):
             return (
                 "train_forward",
-                f"TensorFlow names the failed op {node}, a forward op of a graph built for "
-                "training (is_training=true), not a gradient or optimizer op",
+                (
+                    f"TensorFlow names the failed op {node}, a forward op of a graph built for "
+                    "training (is_training=true), not a gradient or optimizer op"
+                ),
             )
     for phase, pattern, why in EVENT_RULES:
         if pattern.search(text):
@@ -256,8 +264,10 @@ AFTER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
             r"autograd::Engine::|_backward\w{0,40}\()",
             _A,
         ),
-        "the C++ stack trace under the error runs through the autograd engine or a backward "
-        "kernel: the backward pass",
+        (
+            "the C++ stack trace under the error runs through the autograd engine or a backward "
+            "kernel: the backward pass"
+        ),
     ),
     (
         "load",

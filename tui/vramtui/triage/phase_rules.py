@@ -102,7 +102,9 @@ _ENGINE_FILES = (
 # Inside a serving engine, building the per-request machinery is start-up too: lmdeploy's
 # TurboMind creates its model instances (weights' workspaces, KV cache), exllamav2 allocates its
 # cache tensors when the cache object is constructed.
-_ENGINE_BUILD_FUNCS = _set("create_model_instance", "_create_model_instance", "create_state_tensors")
+_ENGINE_BUILD_FUNCS = _set(
+    "create_model_instance", "_create_model_instance", "create_state_tensors"
+)
 
 
 def is_startup_frame(fr: Frame) -> bool:
