@@ -122,8 +122,14 @@ _TORCH_FIELDS = (
     ("process_in_use_bytes", ascii_re(r"this process has " + _Q + r" memory in use")),
     ("allocated_by_pytorch_bytes", ascii_re(r"Of the allocated memory " + _Q + r" is\b")),
     ("reserved_unallocated_bytes", ascii_re(_Q + r" is reserved by PyTorch but unallocated")),
-    # a paste cut inside the sentence: "..., and 87.85 MiB is reserved by PyTorch b"
-    ("reserved_unallocated_bytes", ascii_re(r"by PyTorch, and " + _Q + r" is reserved by PyTorch")),
+    # a paste cut inside the sentence ("..., and 87.85 MiB is reserved by PyTorch b", "..., and
+    # 217.26 MiB is reserve"): the figure after ", and" that closes "Of the allocated memory"
+    # (after its "allocated in private pools (e.g., CUDA Graphs)" clause, when printed) is
+    # always the reserved-but-unallocated one
+    (
+        "reserved_unallocated_bytes",
+        ascii_re(r"(?:is allocated by PyTorch|CUDA Graphs\)), and " + _Q + r" is(?: |$)"),
+    ),
 )
 _TORCH_GPU = ascii_re(
     r"\(GPU {1,3}(\d{1,4});|\bGPU (\d{1,4}) has a total capac"
@@ -169,11 +175,28 @@ def _other_processes(listed: list[tuple[int, str]], f: Facts) -> list[tuple[int,
         candidates = [0] if len(listed) == 1 else list(range(len(listed)))
     else:
         candidates = [k for k, (value, _) in enumerate(listed) if value >= floor]
+        reserved = _reserved_by_pytorch(f)
+        if len(candidates) > 1 and reserved is not None:
+            # the job's process holds every segment PyTorch reserved (allocated + cached), not
+            # only what is allocated; less a slack for the two figures' printed rounding
+            candidates = [k for k in candidates if listed[k][0] >= reserved - _ROUNDING_SLACK]
     if len(candidates) > 1:
         return []
     if candidates:
         f.fig("process_in_use_bytes", listed[candidates[0]][1])
     return [p for k, p in enumerate(listed) if k not in candidates]
+
+
+_ROUNDING_SLACK = 16 * 2**20  # two figures rounded to 0.01 GiB: at most 10.24 MiB off
+
+
+def _reserved_by_pytorch(f: Facts) -> int | None:
+    """What PyTorch's caching allocator holds on the card (allocated + reserved-unallocated)."""
+    if "reserved_total_bytes" in f.figures:
+        return f.figures["reserved_total_bytes"]
+    allocated = f.figures.get("allocated_by_pytorch_bytes")
+    cached = f.figures.get("reserved_unallocated_bytes")
+    return allocated + cached if allocated is not None and cached is not None else None
 
 
 _MPS_FIELDS = (
@@ -311,7 +334,19 @@ _VLLM_KV_TOKENS = ascii_re(r"KV cache size: " + _N + r" tokens")
 _VLLM_CONCURRENCY = ascii_re(r"Maximum concurrency for " + _N + r" tokens per request")
 
 
+# vLLM logs the KV-cache budget left after profiling; below zero (the weights and the profiled
+# activations already exceed gpu_memory_utilization x capacity) the engine then refuses to start
+# ("No available memory for the cache blocks" / check_enough_kv_cache_memory).
+_VLLM_NEGATIVE_KV = ascii_re(r"Available KV cache memory: -(\d{1,6}(?:\.\d{1,6})? ?GiB)")
+
+
 def read_vllm_startup(text: str, f: Facts) -> None:
+    m = _VLLM_NEGATIVE_KV.search(text)
+    if m and "kv_cache_bytes" not in f.figures:
+        value = _to_bytes(m.group(1), True)
+        if value is not None:
+            f.figures["kv_cache_bytes"] = -value
+            f.written["kv_cache_bytes"] = "-" + m.group(1)
     _fields(text, f, _VLLM_STARTUP_FIELDS)
     m = _VLLM_BLOCKS.search(text)
     if m:
@@ -446,6 +481,33 @@ def read_mlx(text: str, f: Facts) -> None:
     m = _MLX_ALLOC.search(text)
     if m:
         f.fig("tried_to_allocate_bytes", m.group(1))
+
+
+# NCCL's alloc.h after a failed cudaMalloc: WARN("Failed to CUDA calloc %ld bytes", ...); the
+# same for "CUDA malloc", "CUDA host alloc" and "CUDA calloc async" (newer releases).
+_NCCL_SIZE = ascii_re(
+    r"\bFailed to CUDA (?:calloc|malloc|host alloc|calloc async) (\d{1,20}) bytes"
+)
+
+
+def read_nccl_size(text: str, f: Facts) -> None:
+    m = _NCCL_SIZE.search(text)
+    if m and "tried_to_allocate_bytes" not in f.figures:
+        f.figures["tried_to_allocate_bytes"] = int(m.group(1))
+        f.written["tried_to_allocate_bytes"] = m.group(1) + " bytes"
+
+
+# XLA's "BufferAssignment OOM Debugging." block (BufferAssignment::StatsString, sizes in
+# HumanReadableNumBytes, 1024-based): the compiled program's parameters (the weights and inputs
+# it is passed) and its preallocated temporaries (the activations at their peak).
+_XLA_STATS = (
+    ("model_weights_bytes", ascii_re(r"^\s{0,40}parameter allocation: {1,40}" + _Q)),
+    ("activation_peak_bytes", ascii_re(r"^\s{0,40}preallocated temp allocation: {1,40}" + _Q)),
+)
+
+
+def read_xla_buffer_stats(text: str, f: Facts) -> None:
+    _fields(text, f, _XLA_STATS)
 
 
 def read_nothing(text: str, f: Facts) -> None:

@@ -28,6 +28,7 @@ from vramtui.triage.oom_figures import (
     read_llama,
     read_mlx,
     read_mps,
+    read_nccl_size,
     read_nothing,
     read_ollama,
     read_tgi,
@@ -37,6 +38,7 @@ from vramtui.triage.oom_figures import (
     read_vllm_kv,
     read_vllm_startup,
     read_xla,
+    read_xla_buffer_stats,
 )
 
 FRAMEWORKS = (
@@ -62,6 +64,7 @@ FRAMEWORKS = (
     "onnxruntime",
     "lmdeploy",
     "mlx",
+    "vulkan",
 )
 # Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
 # PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
@@ -103,6 +106,7 @@ ANCHORS = (
     "ALLOC",
     "xhausted",
     "XHAUSTED",
+    "cuDNN algorithm",
 )
 
 # ------------------------------------------------------------------------------ forms
@@ -121,6 +125,10 @@ class Form:
     exception_prefix: bool = True  # start the message at "torch.OutOfMemoryError: " if present
     keys: tuple[str, ...] = ()  # the line holds one of these before `start` is even tried
     blank_lines: int = 0  # blank lines the message may span (its figures follow a gap)
+    # figures printed on the lines after the message (NCCL's failed size, XLA's buffer stats):
+    # `tail` reads each of the next `tail_lines` lines (blank ones too) into the same Facts
+    tail: Callable[[str, Facts], None] | None = None
+    tail_lines: int = 0
 
 
 def _dev(m: re.Match[str], text: str) -> str:
@@ -180,6 +188,16 @@ def _trt(m: re.Match[str], text: str) -> str:
 def _ort_or_cuda(m: re.Match[str], text: str) -> str:
     where = (m.string[:2_000] + text[:2_000]).lower()
     return "onnxruntime" if ("onnxruntime" in where or "; gpu=" in where) else "cuda"
+
+
+def _ort_or_torch(m: re.Match[str], text: str) -> str:
+    where = (m.string[:2_000] + text[:2_000]).lower()
+    return "onnxruntime" if "onnxruntime" in where else "pytorch"
+
+
+def _vulkan(m: re.Match[str], text: str) -> str:
+    where = (m.string[:2_000] + text[:2_000]).lower()
+    return "llama.cpp" if ("ggml" in where or "llama" in where) else "vulkan"
 
 
 def _generic(m: re.Match[str], text: str) -> str:
@@ -359,7 +377,10 @@ FORMS: tuple[Form, ...] = (
             r"ErrorOutOfDeviceMemory|kIOGPUCommandBufferCallbackErrorOutOfMemory|"
             r"ggml_metal\w{0,60}: error: (?:failed to allocate|Insufficient Memory)|"
             r"failed to allocate buffer of size \d|"
-            r"CUDA error \d{1,4} at [^\s:]{0,400}ggml[^\s:]{0,100}:\d{1,6}: out of memory"
+            r"CUDA error \d{1,4} at [^\s:]{0,400}ggml[^\s:]{0,100}:\d{1,6}: out of memory|"
+            # ggml-cuda's "%s: allocating %.2f MiB on device %d: cudaMalloc failed: %s", also
+            # when a user quotes it without the function name in front
+            r"\ballocating \d{1,9}\.\d{2} MiB on device \d{1,3}: cudaMalloc failed"
         ),
         "auto",
         "llama.cpp",
@@ -376,6 +397,7 @@ FORMS: tuple[Form, ...] = (
             "OutOfMemory",
             "ggml_metal",
             "CUDA error",
+            "cudaMalloc failed",
         ),
     ),
     Form(
@@ -450,6 +472,8 @@ FORMS: tuple[Form, ...] = (
         read_xla,
         end=ascii_re(r"(?:bytes|[KMGT]iB|\dB)\.?\s*$|\(\d{1,20}B\)"),
         keys=("RESOURCE_EXHAUSTED", "Resource exhausted"),
+        tail=read_xla_buffer_stats,  # "BufferAssignment OOM Debugging." stats, when printed
+        tail_lines=12,
     ),
     Form(
         "trtllm_executor",
@@ -491,6 +515,50 @@ FORMS: tuple[Form, ...] = (
         keys=("requested buffer", "CUDA failure"),
     ),
     Form(
+        "nccl",
+        # NCCL's CUDACHECK: WARN("Cuda failure '%s'") (newer: "Cuda failure %d '%s'"), also
+        # repeated under "ncclUnhandledCudaError: ... Last error:"; alloc.h then says which
+        # allocation failed: WARN("Failed to CUDA calloc %ld bytes") (read by the tail)
+        ascii_re(r"\bCuda failure (?:\d{1,4} )?'?out of memory"),
+        "allocation",
+        "cuda",
+        read_nothing,
+        keys=("Cuda failure",),
+        tail=read_nccl_size,
+        tail_lines=4,
+    ),
+    Form(
+        "cudnn_algorithm",
+        # PyTorch's cuDNN convolution tries every algorithm, skipping each one whose workspace
+        # does not fit (it catches CUDAOutOfMemoryError and CuDNNError), then raises this;
+        # onnxruntime's ORT_ENFORCE says the same words. Out of memory in nearly every report.
+        ascii_re(r"\bUnable to find a valid cuDNN algorithm to run convolution"),
+        "allocation",
+        _ort_or_torch,
+        read_nothing,
+        keys=("valid cuDNN algorithm",),
+    ),
+    Form(
+        "tf_cudnn_scratch",
+        # TensorFlow's autotuned convolution: errors::Unknown when the workspace (scratch)
+        # allocation fails and no runner works without one
+        ascii_re(r"\bCUDNN failed to allocate the scratch space for the runner"),
+        "allocation",
+        "tensorflow",
+        read_nothing,
+        keys=("scratch space",),
+    ),
+    Form(
+        "vulkan",
+        # VkResult VK_ERROR_OUT_OF_DEVICE_MEMORY (TVM / MLC's Vulkan runtime, any Vulkan app);
+        # llama.cpp's Vulkan backend is matched by the llama form first
+        ascii_re(r"\bVK_ERROR_OUT_OF_DEVICE_MEMORY\b"),
+        "allocation",
+        _vulkan,
+        read_nothing,
+        keys=("OUT_OF_DEVICE_MEMORY",),
+    ),
+    Form(
         "cuda_error",
         ascii_re(r"(?<![\"'])\b(?:CUDA|HIP) error: out of memory"),
         "allocation",
@@ -512,8 +580,8 @@ FORMS: tuple[Form, ...] = (
     Form(
         "cuda_misc",
         ascii_re(
-            r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|Cuda failure "
-            r"'?out of memory|\b(?:cuda|hip)\w{0,20} failed: out of memory|"
+            r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|"
+            r"\b(?:cuda|hip)\w{0,20} failed: out of memory|"
             r"hipErrorOutOfMemory|HIP_ERROR_OUT_OF_MEMORY|Triton Error \[CUDA\]: "
             r"out of memory"
         ),
@@ -528,7 +596,7 @@ FORMS: tuple[Form, ...] = (
             r"(?:Model loading|Loading model weights) took \d|total_gpu_memory[ =(]|model weights "
             r"take \d|non_torch_memory(?: takes |=)|activation peak memory takes|reserved for KV "
             r"Cache is|# \w{1,10} blocks: \d|KV cache size: [\d,]{1,20} tokens|Maximum concurrency "
-            r"for [\d,]{1,20} tokens per request|Available KV cache memory: \d|kv_cache_size=\d"
+            r"for [\d,]{1,20} tokens per request|Available KV cache memory: -?\d|kv_cache_size=\d"
         ),
         "startup",
         "vllm",

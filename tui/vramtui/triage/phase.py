@@ -111,7 +111,10 @@ def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
     if verdict is not None and verdict[1] != "weak":
         return verdict[0]
     weak = verdict[0] if verdict is not None else None
-    found = _from_event_line(log, event_idx) or _from_log_after(log, event_idx)
+    found = _from_event_line(log, event_idx)
+    if found:
+        return found  # the error itself names the step (an op, an engine's phase)
+    found = _from_log_after(log, event_idx)
     if found:
         return _training_step(found, frames, log, event_idx)
     if weak:
@@ -233,7 +236,19 @@ def _from_event_line(log: CleanLog, event_idx: int) -> PhaseVerdict | None:
     lines = log.lines
     if not lines[event_idx]:
         return None
-    for j in range(event_idx, min(len(lines), event_idx + EVENT_TAIL_LINES)):
+    # a line that heads the message (TensorFlow 2's "Node: 'x'", onnxruntime's "... Status
+    # Message:" before the allocator's line) is part of the error
+    first = (
+        event_idx - 1 if event_idx and log_rules.heads_message(lines[event_idx - 1]) else event_idx
+    )
+    for j in range(first, min(len(lines), event_idx + EVENT_TAIL_LINES)):
+        text = lines[j][:2_000]
+        if j > event_idx and not text.strip():
+            break
+        hit = log_rules.caller_rule(text)
+        if hit:
+            return _line_verdict(log, j, *hit)
+    for j in range(first, min(len(lines), event_idx + EVENT_TAIL_LINES)):
         text = lines[j][:2_000]
         if j > event_idx and not text.strip():
             break

@@ -23,6 +23,56 @@ _TF_OPT_NODE = re.compile(
 )
 _TF_GRAD_NODE = re.compile(r"(?:^|/)gradients?(?:_\d{1,4})?/|_grad/|Grad\b|gradient_tape/", _A)
 
+# TensorFlow 2 names the op on a line of its own, and in "Detected at node" (eager and tf.function).
+_TF2_NODE = re.compile(
+    r"^[\s`>]{0,8}Node: '(?P<node>[^\s']{1,300})'|Detected at node '(?P<n2>[^\s']{1,300})'", _A
+)
+_ORT_HEAD = re.compile(r"Status Message:\s{0,4}$", _A)
+
+
+def heads_message(text: str) -> bool:
+    """The line just before an error line that belongs to its message: TensorFlow 2 names the
+    failed op on the line above the message; onnxruntime ends its node line with "Status
+    Message:" and puts the allocator's words on the next line."""
+    text = text[:2_000]
+    return bool(_TF2_NODE.match(text) or _ORT_HEAD.search(text))
+
+
+# A TensorFlow node definition in training mode (FusedBatchNorm[..., is_training=true, ...]).
+_TF_TRAINING_ATTR = re.compile(r"\bis_training=true\b", _A)
+
+# The outer function that reports the failure names the stage better than the allocation lines
+# under it: llama.cpp prints the chain innermost first (ggml's buffer allocation, the graph
+# allocator, then the caller); read before EVENT_RULES, on all the lines after the error.
+CALLER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "generate",
+        re.compile(
+            r"llama_kv_cache_update|kv_self_update|llama_decode|\bdecode: failed|"
+            r"ggml_cuda_pool_malloc|ggml_metal_synchronize|ggml_metal_graph_compute|"
+            r"command buffer \d{1,6} failed|graph_compute: |Processing Prompt",
+            _A,
+        ),
+        (
+            "llama.cpp was evaluating its graph for a prompt or a token (decode, compute buffers "
+            "re-reserved or a pool grown during a request), after the model was loaded"
+        ),
+    ),
+    (
+        "other",
+        re.compile(r"Failed to clone\(\) tensor with name|returning from state_dict\(\) call", _A),
+        (
+            "FSDP was gathering the full state dict (state_dict(), as a checkpoint save does): "
+            "neither a training nor a generation step"
+        ),
+    ),
+    (
+        "generate",
+        re.compile(r"Non-zero status code returned while running \w{1,80} node", _A),
+        "ONNX Runtime was running the model's graph (an inference session's run)",
+    ),
+)
+
 EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
         "load",
@@ -81,18 +131,40 @@ EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "llama.cpp was creating its context (KV cache, compute buffers) while loading the "
         "model, before any prompt",
     ),
+    (
+        "load",
+        re.compile(r"\bcould not be loaded\b|\b[Ff]ailed to load (?:the )?model\b", _A),
+        "the error line says the model could not be loaded",
+    ),
 )
+
+
+def caller_rule(text: str) -> tuple[str, str] | None:
+    """(phase, reason) from a line that names the function that reported the failure."""
+    for phase, pattern, why in CALLER_RULES:
+        if pattern.search(text):
+            return (phase, why)
+    return None
 
 
 def event_line_rule(text: str) -> tuple[str, str] | None:
     """(phase, reason) from the error line (or a line just after it) alone."""
     m = _TF_NODE.search(text)
-    if m:
-        node = m["node"]
+    m2 = None if m else _TF2_NODE.search(text)
+    if m or m2:
+        node = m["node"] if m else (m2["node"] or m2["n2"])
         if _TF_OPT_NODE.search(node):
             return ("optimizer_step", f"TensorFlow names the failed op {node}: an optimizer update")
         if _TF_GRAD_NODE.search(node):
             return ("backward", f"TensorFlow names the failed op {node}: a gradient op")
+        if _TF_TRAINING_ATTR.search(text):
+            return (
+                "train_forward",
+                (
+                    f"TensorFlow names the failed op {node}, a forward op of a graph built for "
+                    "training (is_training=true), not a gradient or optimizer op"
+                ),
+            )
     for phase, pattern, why in EVENT_RULES:
         if pattern.search(text):
             return (phase, why)
@@ -182,6 +254,21 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 
 # Lines printed just after the error, as the program unwinds: what had just failed.
 AFTER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "backward",
+        # PyTorch's C++ stack trace under "Exception raised from ...": "frame #4: at::native::
+        # ..._backward_out_cuda_template(...)", "torch::autograd::Engine::evaluate_function",
+        # "torch::autograd::generated::ConvolutionBackward0::apply"
+        re.compile(
+            r"^\s{0,8}frame #\d{1,4}: [^\n]{0,300}?(?:Backward\d{0,3}::apply|"
+            r"autograd::Engine::|_backward\w{0,40}\()",
+            _A,
+        ),
+        (
+            "the C++ stack trace under the error runs through the autograd engine or a backward "
+            "kernel: the backward pass"
+        ),
+    ),
     (
         "load",
         re.compile(

@@ -53,6 +53,8 @@ _OPT_DS_FUNCS = _set(
     "unscale_and_clip_grads",
     "_update_scale",
 )
+# Optimizer methods that are not a step: restoring or saving its state (a checkpoint).
+_OPT_NOT_STEP = _set("load_state_dict", "state_dict")
 # Inference engines' start-up, after the weights are in: memory profiling, KV-cache sizing
 # and allocation, warm-up, CUDA-graph capture (vLLM v0/v1, text-generation-inference, SGLang).
 STARTUP_FUNCS = _set(
@@ -97,13 +99,26 @@ _ENGINE_FILES = (
 )
 
 
+# Inside a serving engine, building the per-request machinery is start-up too: lmdeploy's
+# TurboMind creates its model instances (weights' workspaces, KV cache), exllamav2 allocates its
+# cache tensors when the cache object is constructed.
+_ENGINE_BUILD_FUNCS = _set(
+    "create_model_instance", "_create_model_instance", "create_state_tensors"
+)
+
+
 def is_startup_frame(fr: Frame) -> bool:
     """The frame is an inference engine's start-up step (after the weights, before serving)."""
     func = fr.func.rsplit(".", 1)[-1]
     if func in STARTUP_FUNCS:
         return True
     file = fr.file.lower()
-    return func in _ENGINE_WARMUP_FUNCS and any(part in file for part in _ENGINE_FILES)
+    if not any(part in file for part in _ENGINE_FILES):
+        return False
+    if func in _ENGINE_WARMUP_FUNCS or func in _ENGINE_BUILD_FUNCS:
+        return True
+    # a KV-cache class being constructed (exllamav2/cache.py: ExLlamaV2Cache.__init__)
+    return func == "__init__" and file.rsplit("/", 1)[-1].startswith(("cache", "kv_cache"))
 
 
 _LOAD_FUNCS = _set(
@@ -261,6 +276,12 @@ _WRAP_FUNCS = _set(
     "_prepare_one",
     "_prepare_fsdp",
 )
+# A function named for evaluating something: evaluate_predictions, validate_model, test_epoch.
+_EVAL_PREFIX = re.compile(
+    r"evaluate_[a-z]|(?:eval|validate|validation|test)_(?:model|epoch|one|loop|step|batch|"
+    r"dataset|data|predictions|all)",
+    _A,
+)
 # Frames that, above a forward, put it inside a training run's evaluation (mmcv hooks).
 EVAL_SCOPE_FUNCS = _EVAL_FUNCS | _set("after_train_epoch")
 # Post-training quantisation packages: calibration runs the model over samples.
@@ -321,6 +342,10 @@ _LOSS_FILES = (
     "mmdet/structures/bbox/bbox_overlaps.py",
     "mmdet/core/bbox/iou_calculators/",
 )
+
+# A project's loss code by where it lives: a loss/ or losses/ package, a loss.py or
+# *_loss.py module (src/loss/ocr_loss/encoder.py, models/losses.py, utils/focal_loss.py).
+_LOSS_PATH = re.compile(r"/(?:\w{0,40}_)?loss(?:es)?(?:/|\.py$|_\w{0,40}\.py$)", _A)
 
 RE_OPT_CODE = re.compile(
     r"\b(?:optimizer|optim|opt|scaler|self\.optimizer|self\.optim)\.step\(|"
@@ -428,6 +453,13 @@ def classify_frame(fr: Frame) -> Rule | None:
     # --- backward
     if func == "_engine_run_backward":
         return ("backward", "strong", "the autograd engine is running the backward pass", False)
+    if fr.func.startswith("<backward"):  # TorchScript: File "<string>", line 83, in <backward op>
+        return (
+            "backward",
+            "strong",
+            "a TorchScript graph's backward op (its derivative formula) is running",
+            False,
+        )
     if "torch/autograd/function.py" in file:
         if "user_fn(" in code or func == "backward":
             return ("backward", "strong", "a custom autograd Function's backward is running", False)
@@ -453,7 +485,7 @@ def classify_frame(fr: Frame) -> Rule | None:
             False,
         )
     if (
-        ("torch/optim/" in file and "lr_scheduler" not in file)
+        ("torch/optim/" in file and "lr_scheduler" not in file and func not in _OPT_NOT_STEP)
         or "bitsandbytes/optim/" in file
         or "apex/optimizers" in file
         or "deepspeed/ops/adam" in file
@@ -475,7 +507,7 @@ def classify_frame(fr: Frame) -> Rule | None:
     if is_startup_frame(fr):
         return ("load", "strong", _STARTUP_WHY, False)
     # --- other: evaluation, saving, quantisation, merging, wrapping
-    if func in _EVAL_FUNCS:
+    if func in _EVAL_FUNCS or _EVAL_PREFIX.match(func):
         return (
             "other",
             "strong",
@@ -568,7 +600,7 @@ def classify_frame(fr: Frame) -> Rule | None:
             "a training loop; no backward or optimizer frame is below it, so the forward pass",
             False,
         )
-    if func in _LOSS_FUNCS or any(part in file for part in _LOSS_FILES):
+    if func in _LOSS_FUNCS or any(part in file for part in _LOSS_FILES) or _LOSS_PATH.search(file):
         return (
             "train_forward",
             "context",

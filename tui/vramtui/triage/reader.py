@@ -95,7 +95,7 @@ _STRUCTURAL = ascii_re(
 )
 _CODE_LINE = ascii_re(
     r"\s*(?:if|elif|while|raise|except|assert|return|print|logger|logging|log|"
-    r"warnings|yield|def|#|//|\*|-{1,8}>\s?\d)\b"
+    r"warnings|yield|def|#(?!\d)|//|\*|-{1,8}>\s?\d)\b"
 )
 _EXC_PREFIX = ascii_re(r"([A-Za-z_][\w.]{0,100}(?:Error|Exception)):\s{0,4}$")
 _EXCEPTION_START = ascii_re(
@@ -282,10 +282,15 @@ class _Reader:
             if isinstance(form.framework, str)
             else form.framework(m, f"{self.log.prefixes[start_line]} {text_out}")
         )
+        if form.tail is not None:
+            for k in range(last + 1, min(self.n, last + 1 + form.tail_lines)):
+                form.tail(self.norm(k)[:2_000], facts)
         kind = form.kind
         if kind == "auto":
             low = text_out.lower()
             kind = "kv_cache" if ("kv cache" in low or "kv_cache" in low) else "allocation"
+        elif kind == "startup" and facts.figures.get("kv_cache_bytes", 0) < 0:
+            kind = "kv_cache"  # a negative KV-cache budget: the engine cannot start
         if form.name == "cuda_error":
             # llama.cpp: "CUDA error: out of memory" then "  current device: 0, in function ggml_..."
             for k in range(start_line + 1, min(self.n, start_line + 4)):
