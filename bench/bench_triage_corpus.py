@@ -9,12 +9,14 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
 - `held_out` (round 1): measured once, on 2026-12-03, and reported. It was spent by that
   measurement and joined tuning for round 2;
 - `held_out_2` (round 2): reports from repositories new to the corpus, collected and labelled
-  after that measurement, before the reader ran on them. Never tuned on.
+  after that measurement, before the reader ran on them. Measured once, on 2026-12-03 (results
+  `triage-corpus-2026-12-03-round2.md`), then spent: it joined tuning for round 3;
+- `held_out_3` (round 3): the same again, collected after the round-2 measurement. Never tuned on.
 
-`--half tuning` is development plus the spent round-1 held-out half.
+`--half tuning` is every spent half: development, held_out and held_out_2.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
-        [--half development|held_out|held_out_2|tuning|both|all]
+        [--half development|held_out|held_out_2|held_out_3|tuning|both|all]
         [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
@@ -52,10 +54,10 @@ from vramtui.triage.reader import FIGURE_KEYS, read_log  # noqa: E402
 
 CORPUS = REPO / "tests" / "triage_corpus"
 STAGES_READER_LACKS = {"eval": "other", "save": "other"}
-HALVES = ("development", "held_out", "held_out_2")
+HALVES = ("development", "held_out", "held_out_2", "held_out_3")
 # Named pools of halves: what `--half` accepts besides a single half.
 POOLS = {
-    "tuning": ("development", "held_out"),
+    "tuning": ("development", "held_out", "held_out_2"),
     "both": ("development", "held_out"),
     "all": HALVES,
 }
