@@ -294,19 +294,54 @@ def test_budget_schedule_and_currency(tmp_path, builtin):
 
 
 def test_every_builtin_entry_validates(builtin):
-    assert len(builtin.gpus) >= 25 and len(builtin.offers) >= 20
+    assert len(builtin.gpus) >= 45 and len(builtin.offers) >= 20  # 45: issue 17's floor
     assert builtin.problems == ()
     for g in builtin.gpus.values():
         assert g.nominal.bytes > 0
+        assert g.spec_source.strip(), g.id
         for fig in (g.nominal, g.nvml_total, g.cuda_total):
-            if fig is not None and fig.verified:
-                assert fig.source.strip(), g.id
+            if fig is not None:
+                assert fig.source.strip(), (g.id, fig.quantity)
         if g.cuda_total and g.nvml_total:
             assert g.cuda_total.bytes < g.nvml_total.bytes, g.id
     for o in builtin.offers.values():
         assert o.gpu in builtin.gpus and o.plans and o.evidence
     assert {"seed-rtx-4090-x1", "seed-rtx-6000-ada-x1"} <= set(builtin.offers)
     assert any(o.gpu_count >= 8 for o in builtin.offers.values())
+
+
+def test_names_people_rent_by_resolve_to_one_card_each(builtin):
+    """Every alias and NVML name belongs to one card only, and the names offers and nvidia-smi
+    use for the cards added for rented machines resolve to the right entry."""
+    from vramtui.catalog import find_gpu
+
+    owner: dict[str, str] = {}
+    for g in builtin.gpus.values():
+        for name in {*g.aliases, *(n.lower() for n in g.nvml_names)}:
+            assert owner.setdefault(name, g.id) == g.id, (name, owner[name], g.id)
+            assert name not in builtin.gpus or name == g.id, (name, g.id)
+    expected = {
+        "NVIDIA GH200 480GB": "gh200",
+        "NVIDIA GB10": "gb10",
+        "NVIDIA H20": "h20",
+        "NVIDIA H800": "h800",
+        "NVIDIA A800-SXM4-80GB": "a800-80gb-sxm",
+        "NVIDIA A800 80GB PCIe": "a800-80gb-pcie",
+        "NVIDIA L20": "l20",
+        "NVIDIA B300 SXM6 AC": "b300",
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition": "rtx-pro-6000",
+        "NVIDIA GeForce RTX 4070 Ti SUPER": "rtx-4070ti-super",
+        "NVIDIA GeForce RTX 3080": "rtx-3080",  # the 10 GB card; the 12 GB shares the name
+        "rtx 3080 12gb": "rtx-3080-12gb",
+        "4060 ti 16gb": "rtx-4060ti-16gb",
+        "AMD Instinct MI325X": "mi325x",
+    }
+    for name, gid in expected.items():
+        g = find_gpu(builtin, name)
+        assert g is not None and g.id == gid, (name, g and g.id)
+    # 12 GB cards catalogue 12 GB nominal, not a rounded 11 or a binary 12 GiB.
+    assert builtin.gpus["rtx-4070"].nominal.bytes == 12 * 10**9
+    assert builtin.gpus["gb10"].nvml_total is None  # NVML says "Not Supported" on GB10
 
 
 def test_user_catalogue_overrides_and_reports_broken_files(tmp_path):
