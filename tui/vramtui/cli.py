@@ -153,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the card that failed (id, alias or NVML name from `vramtui gpus`), when the "
         "error prints no capacity: no card with less memory is then proposed",
     )
+    tr.add_argument(
+        "--units", choices=UNIT_CHOICES, default="gib", help="display unit (--json keeps bytes)"
+    )
     tr.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
 
     gp = sub.add_parser(

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from vramtui.errors import VramtuiError
 from vramtui.shortlist import EXCLUDED, FIT, Candidate, PlacementHint, classify_offer
-from vramtui.units import format_bytes
+from vramtui.unit_text import Figure, UnitText
 
 # Requirements that a different placement can change; a candidate failing anything else
 # (format, length, disk, budget, schedule, software) gets no hint.
@@ -108,13 +108,16 @@ def _hint_text(c: Candidate, g: int, tp: int, pp: int, alt: Candidate) -> str:
     verb = "fits" if alt.status == FIT else "not excluded (needs verification)"
     how = f"tensor_parallel={tp}" + (f", pipeline_parallel={pp}" if pp > 1 else "")
     cards = f"{g} GPU" + ("s" if g > 1 else "")
-    text = (
-        f"{verb} with {how} on {cards} of {c.gpu.nominal.as_written}: peak "
-        f"{format_bytes(alt.peak_gpu_bytes)} of {format_bytes(alt.usable_bytes)} usable"
+    text = UnitText(
+        f"{verb} with {how} on {cards} of {c.gpu.nominal.as_written}: peak ",
+        Figure(alt.peak_gpu_bytes),
+        " of ",
+        Figure(alt.usable_bytes),
+        " usable",
     )
     text += f"; {c.cost.short()}" if c.cost else "; no price"
     if c.offer.gpu_count > g:
         text += f"; {c.offer.gpu_count - g} card(s) idle but paid"
     if alt.status != FIT:
-        text += "; to check: " + "; ".join(r.condition for r in alt.conditions)
+        text += "; to check: " + UnitText("; ").join(r.condition for r in alt.conditions)
     return text

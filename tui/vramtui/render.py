@@ -10,6 +10,7 @@ from rich.text import Text
 from vramtui.ledger.items import STAGE_LABELS, Estimate
 from vramtui.ledger.simple import SimpleEstimate
 from vramtui.safe_text import has_unsafe, safe_text
+from vramtui.unit_text import in_unit
 from vramtui.units import format_bytes, format_bytes_readable
 
 STATUS_STYLE = {"estimated": "yellow", "measured": "green", "unknown": "bold red"}
@@ -67,7 +68,7 @@ def estimate_renderable(
             per_gpu = item.largest_gpu_bytes(layout)
             size = _fmt(per_gpu, unit)
         row = [
-            item.name,
+            in_unit(item.name, unit),
             Text(STATUS_MARK[item.status], style=STATUS_STYLE[item.status]),
             size,
             ", ".join(STAGE_LABELS[s] for s in item.stages),
@@ -88,9 +89,9 @@ def estimate_renderable(
             parts.append(comparisons_table(comparisons, unit))
         parts.append(plan_table(staged_plan(spec), unit))
     if explain:
-        parts.append(_basis_list(est))
+        parts.append(_basis_list(est, unit))
     if est.unknown_items:
-        names = ", ".join(i.name for i in est.unknown_items)
+        names = ", ".join(in_unit(i.name, unit) for i in est.unknown_items)
         parts.append(Text(f"Not in any total (unknown): {names}", style=STATUS_STYLE["unknown"]))
     for note in est.notes:
         parts.append(Text(f"Note: {note}", style="dim"))
@@ -155,15 +156,15 @@ def usage_bar(peak_bytes: int, usable_bytes: int, width: int = 30) -> Text:
     return bar
 
 
-def _basis_list(est: Estimate) -> Text:
+def _basis_list(est: Estimate, unit: str = "gib") -> Text:
     """Each item's formula or evidence, full width, after the tables."""
     text = Text()
     text.append("basis of each item\n", style="bold")
     multi = est.layout.gpus > 1
     for item in est.items:
-        text.append(f"- {item.name} ", style="bold")
+        text.append(f"- {in_unit(item.name, unit)} ", style="bold")
         text.append(f"[{item.status}]", style=STATUS_STYLE[item.status])
-        text.append(f": {item.basis}")
+        text.append(f": {in_unit(item.basis, unit)}")
         if multi:
             text.append(f" Placement: {item.distribution.description}.", style="dim")
         text.append("\n")
@@ -378,7 +379,10 @@ def _shortlist_parts(sl, est: Estimate, unit: str, detail: str | None, width: in
                 _cost_cell(c),
                 Text(
                     "\n".join(
-                        [*(f"{r.name}: {r.condition}" for r in c.conditions), *candidate_notes(c)]
+                        [
+                            *(f"{r.name}: {in_unit(r.condition, unit)}" for r in c.conditions),
+                            *candidate_notes(c),
+                        ]
                     )
                 ),
             )
@@ -395,21 +399,22 @@ def _shortlist_parts(sl, est: Estimate, unit: str, detail: str | None, width: in
         x.add_column("total cost", justify="right", max_width=COST_WIDTH)
         x.add_column("failing requirement", overflow="fold", width=last)
         for c in excluded:
-            why = Text("\n".join(f"{r.name}: {r.detail}" for r in c.failing))
+            why = Text("\n".join(f"{r.name}: {in_unit(r.detail, unit)}" for r in c.failing))
             if c.placement_hint:
-                why.append(f"\nplacement hint: {c.placement_hint.text}", style="cyan")
+                hint = in_unit(c.placement_hint.text, unit)
+                why.append(f"\nplacement hint: {hint}", style="cyan")
             x.add_row(_offer_cell(c), _cost_cell(c, plans=False), why)
         parts.append(x)
-    parts += _shortlist_tail(sl, detail)
+    parts += _shortlist_tail(sl, detail, unit)
     return parts
 
 
-def _shortlist_tail(sl, detail: str | None) -> list:
+def _shortlist_tail(sl, detail: str | None, unit: str = "gib") -> list:
     parts = []
     if detail:
         match = [c for c in sl.candidates if c.offer.id == detail]
         if match:
-            parts.append(candidate_detail(match[0]))
+            parts.append(candidate_detail(match[0], unit))
         else:
             parts.append(Text(f"No offer with id {detail!r}.", style="red"))
     for p in sl.problems:
@@ -425,9 +430,10 @@ def _shortlist_tail(sl, detail: str | None) -> list:
     return parts
 
 
-def candidate_detail(c) -> Group:
+def candidate_detail(c, unit: str = "gib") -> Group:
     """One candidate: each requirement with what was compared and its evidence, then the
-    offer's own evidence once (every offer-based requirement rests on it)."""
+    offer's own evidence once (every offer-based requirement rests on it); the figures the
+    shortlist worked out in `unit`."""
     from vramtui.shortlist import STATUS_LABELS
 
     t = Table(
@@ -439,14 +445,14 @@ def candidate_detail(c) -> Group:
     t.add_column("status")
     t.add_column("what was compared / evidence", overflow="fold", ratio=3)
     for r in c.requirements:
-        lines = [r.detail]
+        lines = [in_unit(r.detail, unit)]
         if r.condition:
-            lines.append(f"to verify: {r.condition}")
+            lines.append(f"to verify: {in_unit(r.condition, unit)}")
         for e in r.evidence:
             if e["kind"] == "offer":
                 continue
             lines.append(
-                f"[{e['kind']}] {e['claim']} — {e['source']} ({e['version']}; scope: {e['scope']})"
+                f"[{e['kind']}] {in_unit(e['claim'], unit)} — {e['source']} ({e['version']}; scope: {e['scope']})"
             )
         if any(e["kind"] == "offer" for e in r.evidence):
             lines.append("[offer] see the offer's evidence below")
@@ -458,14 +464,16 @@ def candidate_detail(c) -> Group:
     for p in c.preferences:
         met = {True: "met", False: "not met", None: "unknown"}[p.met]
         t.add_row(
-            Text(p.name), Text(met), Text(p.detail + " (a preference never changes the status)")
+            Text(p.name),
+            Text(met),
+            Text(in_unit(p.detail, unit) + " (a preference never changes the status)"),
         )
     hint = c.placement_hint
     if hint is not None:
         t.add_row(
             Text("placement hint (not ranked: the spec's placement is yours to change)"),
             Text(STATUS_LABELS[hint.status], style=SHORTLIST_STYLE[hint.status]),
-            Text(hint.text),
+            Text(in_unit(hint.text, unit)),
         )
     if c.illustrative:
         t.add_row(Text("price"), Text("sample"), Text(ILLUSTRATIVE_BANNER.split(":")[0]))

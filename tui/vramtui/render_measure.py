@@ -7,6 +7,7 @@ from rich.text import Text
 
 from vramtui.ledger.items import STAGE_LABELS
 from vramtui.measure.plan import FAILED, NOT_RUN, PARTIAL, PASSED
+from vramtui.unit_text import in_unit
 from vramtui.units import format_bytes_readable
 
 PLAN_MARK = {PASSED: "✓ passed", PARTIAL: "◐ partial", FAILED: "✗ failed", NOT_RUN: "· not run"}
@@ -74,7 +75,7 @@ def comparisons_table(comparisons, unit: str = "gib", title: str | None = None) 
             style="green" if cov.validates else "bold yellow",
         )
         if c.scope:
-            conditions.append(f"\nestimate: {c.scope}", style="dim")
+            conditions.append(f"\nestimate: {in_unit(c.scope, unit)}", style="dim")
         label = Text(c.label)
         if m.error:
             label.append(" [failed]", style="bold red")

@@ -23,6 +23,7 @@ from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import STAGE_LABELS, Estimate
 from vramtui.limits import MAX_DAYS
 from vramtui.shortlist_json import shortlist_to_dict  # noqa: F401  (its home before)
+from vramtui.unit_text import Figure, UnitText
 from vramtui.units import format_bytes
 
 FIT = "fit"
@@ -39,7 +40,7 @@ class Requirement:
     key: str
     name: str
     status: str  # fit | needs_verification | excluded
-    detail: str  # one line: what was compared
+    detail: str  # one line: what was compared (a UnitText where it holds byte figures)
     evidence: tuple[dict, ...] = ()  # {kind, claim, source, version, scope}
     condition: str = ""  # for needs_verification: exactly what to check
 
@@ -127,8 +128,11 @@ class Shortlist:
 def _estimate_evidence(est: Estimate, scope: str) -> dict:
     return {
         "kind": "estimate",
-        "claim": f"worst stage {STAGE_LABELS[est.peak_stage]}: "
-        f"{format_bytes(est.peak_bytes)} on the most loaded GPU",
+        "claim": UnitText(
+            f"worst stage {STAGE_LABELS[est.peak_stage]}: ",
+            Figure(est.peak_bytes),
+            " on the most loaded GPU",
+        ),
         "source": f"vramtui ledger {__version__}",
         "version": __version__,
         "scope": scope,
@@ -140,17 +144,17 @@ _RAW_BYTES = re.compile(r"\d{4,}\s?B")
 
 def _shown(fig) -> str:
     """A catalogue figure as words: as its source wrote it, but a raw byte count ("206141652992
-    B") reads in GiB with the exact bytes grouped beside it."""
+    B") reads in the display unit with the exact bytes grouped beside it."""
     written = fig.as_written.strip()
     if _RAW_BYTES.fullmatch(written):
-        return f"{format_bytes(fig.bytes)} = {fig.bytes:,} B"
+        return UnitText(Figure(fig.bytes, gib_in_bytes_mode=True), f" = {fig.bytes:,} B")
     return written
 
 
 def _figure_evidence(gpu: Gpu, fig) -> dict:
     return {
         "kind": "catalogue",
-        "claim": f"{gpu.name} {fig.quantity.replace('_', ' ')} = {_shown(fig)}",
+        "claim": UnitText(f"{gpu.name} {fig.quantity.replace('_', ' ')} = ", _shown(fig)),
         "source": fig.source or "no source given",
         "version": gpu.file,
         "scope": "verified figure" if fig.verified else "unverified figure",
@@ -190,8 +194,15 @@ def _bound_evidence(gpu: Gpu, bounds, peak: int, margin: float, same: bool) -> d
     )
     return {
         "kind": "bound",
-        "claim": f"{gpu.name} allocatable total between {format_bytes(bounds.low)} and "
-        f"{format_bytes(bounds.high)} ({bounds.basis}); peak {format_bytes(peak)}: {answer}",
+        "claim": UnitText(
+            f"{gpu.name} allocatable total between ",
+            Figure(bounds.low),
+            " and ",
+            Figure(bounds.high),
+            f" ({bounds.basis}); peak ",
+            Figure(peak),
+            f": {answer}",
+        ),
         "source": BOUND_SOURCE,
         "version": __version__,
         "scope": "uncertainty of an unverified catalogue figure",
@@ -222,14 +233,18 @@ def memory_requirement(est: Estimate, spec, offer: Offer, gpu: Gpu, scope: str):
     evidence = (_estimate_evidence(est, scope), _figure_evidence(gpu, fig))
     if bounds is not None and not bounds.exact:
         evidence += (_bound_evidence(gpu, bounds, peak, margin, same),)
-    compare = (
-        f"{format_bytes(peak)} per GPU at {STAGE_LABELS[est.peak_stage]} vs "
-        f"{format_bytes(usable)} usable ({fig.quantity.replace('_', ' ')} {_shown(fig)})"
-        + (f" less a {margin:.0%} margin = {format_bytes(allowed)}" if margin else "")
+    compare = UnitText(
+        Figure(peak),
+        f" per GPU at {STAGE_LABELS[est.peak_stage]} vs ",
+        Figure(usable),
+        f" usable ({fig.quantity.replace('_', ' ')} ",
+        _shown(fig),
+        ")",
+        *((f" less a {margin:.0%} margin = ", Figure(allowed)) if margin else ()),
     )
     name = "memory per GPU at the worst stage"
     if stated == "over" and (bounds is None or high == "over"):
-        detail = f"does not fit: {compare}"
+        detail = "does not fit: " + compare
         if need_gpus == 1 and offer.gpu_count > 1:
             detail += (
                 f"; {offer.gpu_count} cards with no placement are {offer.gpu_count} separate "
@@ -247,34 +262,45 @@ def memory_requirement(est: Estimate, spec, offer: Offer, gpu: Gpu, scope: str):
             f"{fig.quantity.replace('_', ' ')}): read torch.cuda.mem_get_info() on the node"
         )
     elif not same:
-        where = (
-            f"between {format_bytes(bounds.low)} and {format_bytes(bounds.high)} "
-            f"({bounds.basis}) the answer changes"
+        where = UnitText(
+            "between ",
+            Figure(bounds.low),
+            " and ",
+            Figure(bounds.high),
+            f" ({bounds.basis}) the answer changes",
         )
         if fig.quantity != "cuda_total":
             conditions.append(
-                f"the allocatable total of the {gpu.name} is not catalogued (only its "
-                f"{fig.quantity.replace('_', ' ')} {_shown(fig)}); {where}: read "
-                "torch.cuda.mem_get_info() on the node"
+                UnitText(
+                    f"the allocatable total of the {gpu.name} is not catalogued (only its "
+                    f"{fig.quantity.replace('_', ' ')} ",
+                    _shown(fig),
+                    "); ",
+                    where,
+                    ": read torch.cuda.mem_get_info() on the node",
+                )
             )
         else:
             conditions.append(
-                f"confirm the {gpu.name} total ({_shown(fig)}) on the node; {where}"
+                UnitText(f"confirm the {gpu.name} total (", _shown(fig), ") on the node; ", where)
             )
     if stated == "inside":
         conditions.append(f"the estimate is inside the {margin:.0%} margin: measure the peak")
     if stated == "over":
-        status_detail = f"does not fit on the catalogued figure, which is unverified: {compare}"
+        status_detail = "does not fit on the catalogued figure, which is unverified: " + compare
     else:
-        status_detail = f"fits on paper: {compare}" if conditions else f"fits: {compare}"
+        status_detail = ("fits on paper: " if conditions else "fits: ") + compare
     if bounds is not None and not bounds.exact and same and low == "fit":
-        status_detail += (
-            f"; {bounds.basis}: fits anywhere from {format_bytes(bounds.low)} to "
-            f"{format_bytes(bounds.high)}"
+        status_detail += UnitText(
+            f"; {bounds.basis}: fits anywhere from ",
+            Figure(bounds.low),
+            " to ",
+            Figure(bounds.high),
         )
     if conditions:
+        condition = UnitText("; ").join(conditions)
         return (
-            Requirement("memory", name, VERIFY, status_detail, evidence, "; ".join(conditions)),
+            Requirement("memory", name, VERIFY, status_detail, evidence, condition),
             usable,
             peak,
         )

@@ -7,6 +7,7 @@ from vramtui.app.screens.dialogs import ConfirmDialog
 from vramtui.app.widgets.triage_pane import TriageRequest
 from vramtui.errors import VramtuiError
 from vramtui.fsutil import user_path
+from vramtui.unit_text import in_unit
 
 
 class TriageActions:
@@ -48,8 +49,9 @@ class TriageActions:
                     self.push_screen(
                         ConfirmDialog(
                             "This change is predicted not to fit",
-                            f"{rec.change}: {rec.why_not_fit}. Apply it and log the attempt "
-                            "anyway?",
+                            f"{in_unit(rec.change, self.unit)}: "
+                            f"{in_unit(rec.why_not_fit, self.unit)}. Apply it and log the "
+                            "attempt anyway?",
                         ),
                         lambda yes: self._triage_apply_confirmed(index) if yes else None,
                     )
@@ -81,7 +83,7 @@ class TriageActions:
         await self.form.rebuild()
         self._schedule_autosave()
         self.notify(
-            f"applied: {rec.change} — logged as a pending attempt; re-run the "
+            f"applied: {in_unit(rec.change, self.unit)} — logged as a pending attempt; re-run the "
             "job, then report its outcome",
             timeout=8,
         )

@@ -9,6 +9,7 @@ from rich.text import Text
 from vramtui.dryrun.compare import DISAGREEMENT_PCT, GROUP_LABELS, compare, not_in_trace
 from vramtui.dryrun.result import CATEGORY_LABELS, DryRunResult
 from vramtui.ledger.items import STAGE_LABELS
+from vramtui.unit_text import in_unit
 from vramtui.units import format_bytes_readable
 
 TRACED_STYLE = "cyan"
@@ -123,7 +124,7 @@ def dry_run_renderable(result: DryRunResult, estimate=None, unit: str = "gib") -
             )
             for i in missing:
                 size = "unknown" if i.is_unknown else _fmt(i.max_bytes, unit)
-                lines.append(f"  {i.name}: {size} ({i.status})\n")
+                lines.append(f"  {in_unit(i.name, unit)}: {size} ({i.status})\n")
             parts.append(lines)
     for note in result.notes:
         parts.append(Text(f"note: {note}", style="dim"))

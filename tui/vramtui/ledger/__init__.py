@@ -142,7 +142,8 @@ def _apply_measurements(items: list[LedgerItem], spec, layout) -> tuple[list[Led
                 stage_bytes={s: m.bytes for s in item.stages},
                 basis=f"measured per GPU: {m.as_written or f'{m.bytes:,} B'} ({m.counter}"
                 + (f"; {m.source}" if m.source else "")
-                + f"); replaces {previous}: {item.basis}",
+                + f"); replaces {previous}: "
+                + item.basis,  # a UnitText keeps its figures through `+`
                 counter=m.counter,
                 distribution=distribution(layout),
                 replaced_estimate=item,

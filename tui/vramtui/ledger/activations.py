@@ -14,7 +14,7 @@ from fractions import Fraction
 from vramtui.ledger.context import LedgerContext
 from vramtui.ledger.items import ESTIMATED, UNKNOWN, LedgerItem
 from vramtui.ledger.placement import distribution, layer_fractions
-from vramtui.units import format_bytes
+from vramtui.unit_text import Figure, UnitText
 
 # vLLM's default scheduler budget (max_num_batched_tokens) for one prefill step.
 VLLM_DEFAULT_BATCHED_TOKENS = 8192
@@ -685,7 +685,11 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
         tp_share=Fraction(1, ctx.tp),
     )
     saved_end = int((sv.layers_saved + sv.final_norm) * scale)
-    why = f"{sv.why}; saved at the end of the forward: {saved_end:,} B ({format_bytes(saved_end)})"
+    why = UnitText(
+        f"{sv.why}; saved at the end of the forward: {saved_end:,} B (",
+        Figure(saved_end, gib_in_bytes_mode=True),
+        ")",
+    )
     if pp > 1:
         why += f"; pipeline stages hold {in_flight} micro-batches in flight"
     if ctx.tp > 1:
@@ -736,7 +740,7 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
             name=f"Activations saved for backward (checkpointing: {ckpt})",
             category="activations",
             status=ESTIMATED,
-            basis=f"{why}{fwd_text}{bwd_text}",
+            basis=why + fwd_text + bwd_text,
             stages=act_stages,
             stage_bytes={"forward": act_fwd, "backward": act_bwd},
             distribution=dist,

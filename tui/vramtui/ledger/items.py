@@ -71,7 +71,7 @@ class LedgerItem:
     name: str  # what a user reads, e.g. "Weights: attention (nf4)"
     category: str  # one of CATEGORIES
     status: str  # estimated | measured | unknown
-    basis: str  # the formula with its numbers, or the evidence
+    basis: str  # the formula with its numbers, or the evidence (a UnitText: figures in any unit)
     stages: tuple[str, ...]  # stages where the item is live
     stage_bytes: Mapping[str, int] = field(default_factory=dict)  # logical bytes per stage
     distribution: Distribution = Distribution()

@@ -10,7 +10,7 @@ from vramtui.ledger.context import LedgerContext
 from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import ESTIMATED, UNKNOWN, LedgerItem
 from vramtui.ledger.placement import distribution, layer_fractions
-from vramtui.units import format_bytes
+from vramtui.unit_text import Figure, UnitText
 
 # Engines that cache the MLA latent (kv_lora_rank + rope dims); transformers' eager
 # implementation caches the decompressed per-head keys and values instead.
@@ -102,10 +102,13 @@ def kv_items(ctx: LedgerContext) -> list[LedgerItem]:
     if block:
         parts.append(f"paged blocks of {block} tokens: each sequence rounded up to whole blocks")
     parts.append(
-        f"{spec.batch.concurrency} concurrent sequence(s) x {context:,} tokens "
-        f"({prompt:,} prompt + {spec.lengths.generated_tokens:,} generated) = "
-        f"{decode_bytes:,} B ({format_bytes(decode_bytes)}) at the end of decode; "
-        f"{prefill_bytes:,} B after prefill"
+        UnitText(
+            f"{spec.batch.concurrency} concurrent sequence(s) x {context:,} tokens "
+            f"({prompt:,} prompt + {spec.lengths.generated_tokens:,} generated) = "
+            f"{decode_bytes:,} B (",
+            Figure(decode_bytes, gib_in_bytes_mode=True),
+            f") at the end of decode; {prefill_bytes:,} B after prefill",
+        )
     )
     engine = (spec.runtime.engine or "").lower()
     if engine == "vllm":
@@ -132,7 +135,7 @@ def kv_items(ctx: LedgerContext) -> list[LedgerItem]:
             name=f"KV cache ({spec.runtime.kv_cache_dtype})",
             category="kv_cache",
             status=ESTIMATED,
-            basis="; ".join(parts),
+            basis=UnitText("; ").join(parts),
             stages=("prefill", "decode"),
             stage_bytes={"prefill": prefill_bytes, "decode": decode_bytes},
             distribution=dist,

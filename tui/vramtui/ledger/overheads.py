@@ -10,7 +10,8 @@ from vramtui.ledger.context import LedgerContext
 from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import ESTIMATED, UNKNOWN, LedgerItem
 from vramtui.ledger.placement import distribution
-from vramtui.units import MIB_BYTES, format_bytes, gib_to_bytes
+from vramtui.unit_text import Figure, SmallUnit, UnitText
+from vramtui.units import GIB_BYTES, MIB_BYTES, gib_to_bytes
 
 # An assumption, labelled as one: a CUDA 12 context with lazy module loading plus cuBLAS and
 # cuDNN workspaces on a current data-centre GPU is typically 0.4-1 GiB per process per GPU.
@@ -65,10 +66,12 @@ def overhead_items(ctx: LedgerContext) -> list[LedgerItem]:
         )
     else:
         ctx_bytes = ASSUMED_CUDA_CONTEXT_BYTES
-        ctx_why = (
-            f"assumption: {format_bytes(ctx_bytes, 'mib', 0)} per process per GPU for the CUDA "
-            "context and cuBLAS/cuDNN workspaces (typically 0.4-1 GiB); measure it with the "
-            "live feed and set headroom.cuda_context_bytes"
+        ctx_why = UnitText(
+            "assumption: ",
+            Figure(ctx_bytes, decimals=0, small=True),
+            " per process per GPU for the CUDA context and cuBLAS/cuDNN workspaces (typically ",
+            Figure(gib_to_bytes(0.4), high=GIB_BYTES, trim=True, gib_in_bytes_mode=True),
+            "); measure it with the live feed and set headroom.cuda_context_bytes",
         )
     items.append(
         LedgerItem(
@@ -92,8 +95,11 @@ def overhead_items(ctx: LedgerContext) -> list[LedgerItem]:
                 name="NCCL communication buffers",
                 category="overhead",
                 status=UNKNOWN,
-                basis="depends on NCCL_BUFFSIZE, channels and peers (commonly 100s of MiB per "
-                "GPU); measure it on the node with the live feed",
+                basis=UnitText(
+                    "depends on NCCL_BUFFSIZE, channels and peers (commonly 100s of ",
+                    SmallUnit(),
+                    " per GPU); measure it on the node with the live feed",
+                ),
                 stages=stages,
             )
         )
@@ -215,7 +221,7 @@ def reserve_item(ctx: LedgerContext) -> LedgerItem:
     reserve = gib_to_bytes(h.reserve_gib)
     return LedgerItem(
         key="reserve.manual",
-        name=f"Manual reserve ({h.reserve_gib:g} GiB)",
+        name=UnitText("Manual reserve (", Figure(reserve, trim=True), ")"),
         category="reserve",
         status=ESTIMATED,
         basis=f"assumption stated in the spec, not derived: {h.reason}",

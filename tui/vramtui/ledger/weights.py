@@ -16,7 +16,7 @@ from vramtui.ledger.formats import (
 from vramtui.ledger.items import ESTIMATED, LedgerItem
 from vramtui.ledger.placement import distribution, layer_fractions
 from vramtui.models.architecture import ModuleShape
-from vramtui.units import format_bytes
+from vramtui.unit_text import Figure, UnitText
 
 GROUP_LABELS = {
     "embedding": "embedding",
@@ -191,8 +191,11 @@ def _bare_weight_items(ctx: LedgerContext) -> list[LedgerItem]:
             name=f"Weights: all parameters ({format_label(fmt, ctx.quant)})",
             category="weights",
             status=ESTIMATED,
-            basis=f"{n:,} parameters x {bits:g} bits / 8 = {nbytes:,} B "
-            f"({format_bytes(nbytes, 'gib')}){note}",
+            basis=UnitText(
+                f"{n:,} parameters x {bits:g} bits / 8 = {nbytes:,} B (",
+                Figure(nbytes, gib_in_bytes_mode=True),
+                f"){note}",
+            ),
             stages=stages,
             stage_bytes={s: nbytes for s in stages},
             distribution=distribution(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from vramtui.ledger.items import STAGE_LABELS, Estimate
 from vramtui.measure.coverage import Coverage, coverage, describe_dims, required_tokens
+from vramtui.unit_text import UnitText
 
 NOT_IN_TENSOR_COUNTERS = ("overhead.cuda_context", "overhead.nccl", "overhead.fragmentation")
 
@@ -189,7 +190,8 @@ def _compare_one(m, spec, est: Estimate, categories: dict[str, str]) -> Comparis
         missing = [k for k in keys if not any(i.key == k or i.category == k for i in est.items)]
         known = [i for i in picked if not (i.replaced_estimate or i).is_unknown]
         estimate_bytes = sum(_item_bytes(i, m.stage, est, g) for i in known) if known else None
-        scope = f"the ledger's {', '.join(i.name for i in picked)}" if picked else ""
+        # item names keep their figures (a UnitText: "Manual reserve (6 GiB)" in any unit)
+        scope = "the ledger's " + UnitText(", ").join(i.name for i in picked) if picked else ""
         if missing:
             scope += ("; " if scope else "") + (
                 f"not in the ledger: {', '.join(missing)} (no estimate to compare)"

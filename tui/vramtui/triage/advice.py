@@ -24,7 +24,8 @@ from vramtui.triage.single_change import (
     spec_diff,
     variables_changed,
 )
-from vramtui.units import GIB_BYTES, format_bytes
+from vramtui.unit_text import Figure, UnitText
+from vramtui.units import GIB_BYTES
 
 PHASE_STAGES = {
     "load": ("load",),
@@ -84,11 +85,11 @@ class Recommendation:
     def error_column(self) -> str:
         """The "from the error" prediction in words: a peak, or KV need against KV room."""
         if self.error_kv_need_bytes is not None and self.error_kv_room_bytes is not None:
-            return (
-                f"KV {format_bytes(self.error_kv_need_bytes)} of "
-                f"{format_bytes(self.error_kv_room_bytes)} room"
-            )
-        return format_bytes(self.error_peak_bytes) if self.error_peak_bytes is not None else "-"
+            need, room = Figure(self.error_kv_need_bytes), Figure(self.error_kv_room_bytes)
+            return UnitText("KV ", need, " of ", room, " room")
+        if self.error_peak_bytes is None:
+            return "-"
+        return UnitText(Figure(self.error_peak_bytes))
 
     @property
     def fits_ledger(self) -> bool | None:
@@ -113,25 +114,35 @@ class Recommendation:
         """One line: which prediction exceeds which capacity ("" when nothing says no)."""
         if self.fits is not False:
             return ""
-        cap = format_bytes(self.fits_against_bytes) if self.fits_against_bytes else "?"
+        cap = UnitText(Figure(self.fits_against_bytes) if self.fits_against_bytes else "?")
         parts = []
         if self.fits_error is False and self.error_kv_need_bytes is not None:
             parts.append(
-                f"a KV cache of {format_bytes(self.error_kv_need_bytes)} for one sequence from "
-                f"the error's figures, more than the {format_bytes(self.error_kv_room_bytes)} "
-                "the engine would have for it"
+                UnitText(
+                    "a KV cache of ",
+                    Figure(self.error_kv_need_bytes),
+                    " for one sequence from the error's figures, more than the ",
+                    Figure(self.error_kv_room_bytes),
+                    " the engine would have for it",
+                )
             )
             if self.fits_ledger is False:
                 parts.append(
-                    f"{format_bytes(self.ledger_peak_bytes)} from the ledger, more "
-                    f"than the {cap} of the card"
+                    UnitText(
+                        Figure(self.ledger_peak_bytes),
+                        " from the ledger, more than the ",
+                        cap,
+                        " of the card",
+                    )
                 )
-            return "predicted " + "; and ".join(parts)
+            return "predicted " + UnitText("; and ").join(parts)
         if self.fits_error is False:
-            parts.append(f"{format_bytes(self.error_peak_bytes)} from the error's figures")
+            parts.append(UnitText(Figure(self.error_peak_bytes), " from the error's figures"))
         if self.fits_ledger is False:
-            parts.append(f"{format_bytes(self.ledger_peak_bytes)} from the ledger")
-        return f"predicted {' and '.join(parts)}, more than the {cap} of the card"
+            parts.append(UnitText(Figure(self.ledger_peak_bytes), " from the ledger"))
+        return UnitText(
+            "predicted ", UnitText(" and ").join(parts), ", more than the ", cap, " of the card"
+        )
 
 
 @dataclass(frozen=True)
@@ -142,7 +153,7 @@ class Advice:
     needed_at_failure_bytes: int | None  # in use + the allocation that failed: a lower bound
     capacity_bytes: int | None  # the limit "fits" is judged against (the failed card)
     estimated_stage_bytes: int
-    deviation: str  # one line: how far off the estimate was
+    deviation: str  # one line: how far off the estimate was (a UnitText: figures in any unit)
     recommendations: tuple[Recommendation, ...]
     measurements: tuple[Measurement, ...] = field(default_factory=tuple)
     warnings: tuple[str, ...] = ()
@@ -285,38 +296,53 @@ def advise(
     stage_words = " / ".join(STAGE_LABELS[s] for s in stages)
     low_by = low_pct = None
     if needed is None:
-        deviation = (
-            f"the error gives no memory figures; the ledger estimated "
-            f"{format_bytes(estimated)} per GPU for {stage_words}"
+        deviation = UnitText(
+            "the error gives no memory figures; the ledger estimated ",
+            Figure(estimated),
+            f" per GPU for {stage_words}",
         )
     elif needed > estimated:
         low_by = needed - estimated
         low_pct = low_by / estimated * 100 if estimated else None
         pct = f", {low_pct:.0f}%" if low_pct is not None else ""
-        deviation = (
-            f"the error proves the estimate low by at least {format_bytes(low_by)} "
-            f"({low_by:,} B{pct}): at least {format_bytes(needed)} was needed at the failure "
-            f"({format_bytes(in_use)} held + {format_bytes(needed - in_use)} asked for), the "
-            f"ledger estimated {format_bytes(estimated)} per GPU for {stage_words}"
+        deviation = UnitText(
+            "the error proves the estimate low by at least ",
+            Figure(low_by, gib_in_bytes_mode=True),
+            f" ({low_by:,} B{pct}): at least ",
+            Figure(needed),
+            " was needed at the failure (",
+            Figure(in_use),
+            " held + ",
+            Figure(needed - in_use),
+            " asked for), the ledger estimated ",
+            Figure(estimated),
+            f" per GPU for {stage_words}",
         )
     else:
-        deviation = (
-            f"the ledger estimated {format_bytes(estimated)} per GPU for {stage_words}, "
-            f"more than the {format_bytes(needed)} held and requested at the failure: "
-            "the card had less room than assumed (other processes, a smaller "
-            "allocatable total) or the failure came before the stage's peak"
+        deviation = UnitText(
+            "the ledger estimated ",
+            Figure(estimated),
+            f" per GPU for {stage_words}, more than the ",
+            Figure(needed),
+            " held and requested at the failure: the card had less room than assumed (other "
+            "processes, a smaller allocatable total) or the failure came before the stage's peak",
         )
     room = kv_room(reading, spec, arch, checkpoint, est)
     if room is not None and needed is None:
-        deviation = (
-            f"{room.line()}; the ledger estimated {format_bytes(estimated)} per GPU for "
-            + (stage_words)
+        deviation = UnitText(
+            room.line(),
+            "; the ledger estimated ",
+            Figure(estimated),
+            f" per GPU for {stage_words}",
         )
     other = reading.primary.figures.get("other_processes_bytes") if reading.primary else None
     if other:
         warnings.append(
-            f"other processes held {format_bytes(other)} on the same GPU: free the "
-            "card or count them before changing the workload"
+            UnitText(
+                "other processes held ",
+                Figure(other),
+                " on the same GPU: free the card or count them before changing the workload",
+            )
         )
     workload = find_workload_lines(log_text) if log_text else ()
     mismatches = compare_with_spec(workload, spec)
@@ -376,8 +402,11 @@ def advise(
                 error_peak_bytes=from_error,
                 fits_against_bytes=capacity,
                 note=(
-                    "from the error: the need at the failure less the ledger's saving "
-                    f"({format_bytes(estimated - peak)})"
+                    UnitText(
+                        "from the error: the need at the failure less the ledger's saving (",
+                        Figure(estimated - peak),
+                        ")",
+                    )
                     if from_error is not None
                     else ""
                 ),
@@ -460,7 +489,9 @@ def _allocator(reading, capacity, needed) -> list[Recommendation]:
             None,
             error_peak_bytes=needed - slack if needed else None,
             fits_against_bytes=capacity,
-            note=f"{format_bytes(slack)} was reserved by PyTorch but unallocated (fragmentation)",
+            note=UnitText(
+                Figure(slack), " was reserved by PyTorch but unallocated (fragmentation)"
+            ),
         )
     ]
 
@@ -489,8 +520,11 @@ def _capacity(spec, est, arch, catalog, overall_from_error, failed_capacity):
             return [
                 Recommendation(
                     "capacity",
-                    f"rent {c.offer.title} ({c.offer.id}, {c.offer.provider}): "
-                    f"{format_bytes(c.usable_bytes)} allocatable per GPU",
+                    UnitText(
+                        f"rent {c.offer.title} ({c.offer.id}, {c.offer.provider}): ",
+                        Figure(c.usable_bytes),
+                        " allocatable per GPU",
+                    ),
                     est.peak_bytes,
                     "the new card's requirements in the shortlist (format support, placement, "
                     "host); the workload itself is unchanged",
@@ -498,14 +532,22 @@ def _capacity(spec, est, arch, catalog, overall_from_error, failed_capacity):
                     offer_id=c.offer.id,
                     error_peak_bytes=overall_from_error,
                     fits_against_bytes=c.usable_bytes,
-                    note=f"needs {format_bytes(target)} per GPU; 'fits' is judged against the "
-                    "new card"
-                    + (
-                        f"; no card below the failed one's {format_bytes(failed_capacity)}"
-                        if failed_capacity
-                        else "; the failed card is unknown (the error prints no capacity): "
-                        f"this helps only if it had less than {format_bytes(c.usable_bytes)}; "
-                        "name it (--failed-gpu) to be sure"
+                    note=UnitText(
+                        "needs ",
+                        Figure(target),
+                        " per GPU; 'fits' is judged against the new card",
+                        *(
+                            ("; no card below the failed one's ", Figure(failed_capacity))
+                            if failed_capacity
+                            else (
+                                (
+                                    "; the failed card is unknown (the error prints no "
+                                    "capacity): this helps only if it had less than "
+                                ),
+                                Figure(c.usable_bytes),
+                                "; name it (--failed-gpu) to be sure",
+                            )
+                        ),
                     ),
                 )
             ]

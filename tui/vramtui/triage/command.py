@@ -9,6 +9,7 @@ from vramtui.errors import SpecError
 from vramtui.fsutil import user_path
 from vramtui.triage.advice import STAGE_CHOICES, fits_word
 from vramtui.triage.event_list import other_events, reported_event
+from vramtui.unit_text import in_unit
 from vramtui.units import format_bytes
 
 EXIT_NO_OOM = 3
@@ -177,7 +178,7 @@ def cmd_triage(args) -> int:
         json.dump(triage_to_dict(reading, advice), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        _print(reading, advice)
+        _print(reading, advice, getattr(args, "units", "gib"))
     if not reading.is_oom:
         return EXIT_NO_OOM
     if advice is not None and (args.apply or args.record_measured):
@@ -257,8 +258,10 @@ def _update_spec(path, spec, reading, advice, args) -> None:
             )
         rec = recs[args.apply - 1]
         if rec.fits is False and not args.force:
+            unit = getattr(args, "units", "gib")
             raise SpecError(
-                f"--apply {args.apply} ({rec.change}): {rec.why_not_fit}; the spec is "
+                f"--apply {args.apply} ({in_unit(rec.change, unit)}): "
+                f"{in_unit(rec.why_not_fit, unit)}; the spec is "
                 "unchanged: pick a change that fits, or add --force to try it anyway"
             )
         new = record_attempt(spec, reading, advice, rec)
@@ -273,11 +276,13 @@ def _update_spec(path, spec, reading, advice, args) -> None:
     )
 
 
-def _print(reading, advice) -> None:
+def _print(reading, advice, unit: str = "gib") -> None:
+    """The reading and the advice as text, every figure vramtui worked out in `unit` (a
+    figure as the error wrote it stays as written)."""
     from rich.table import Table
     from rich.text import Text
 
-    from vramtui.render import SafeConsole
+    from vramtui.render import SafeConsole, unit_label
 
     console = SafeConsole()
     if not reading.is_oom:
@@ -306,14 +311,16 @@ def _print(reading, advice) -> None:
             title="figures in the error (measured by the framework at the failure)",
             title_justify="left",
         )
-        for col in ("figure", "as written", "bytes", "GiB"):
-            t.add_column(col, justify="right" if col in ("bytes", "GiB") else "left")
+        shown = "gib" if unit == "bytes" else unit  # exact bytes have their own column
+        label = unit_label(shown)
+        for col in ("figure", "as written", "bytes", label):
+            t.add_column(col, justify="right" if col in ("bytes", label) else "left")
         for key, value in ev.figures.items():
             t.add_row(
                 key.removesuffix("_bytes").replace("_", " "),
                 ev.as_written.get(key, ""),
                 f"{value:,}",
-                format_bytes(value),
+                format_bytes(value, shown),
             )
         console.print(t)
     others = other_events(reading)
@@ -349,11 +356,11 @@ def _print(reading, advice) -> None:
         )
     for line in advice.mismatch_lines:
         console.print(Text(f"mismatch: {line}", style="bold yellow"))
-    console.print(Text(advice.deviation))
+    console.print(Text(in_unit(advice.deviation, unit)))
     if advice.capacity_bytes:
         console.print(
             Text(
-                f"'fits' is judged against {format_bytes(advice.capacity_bytes)}, "
+                f"'fits' is judged against {format_bytes(advice.capacity_bytes, unit)}, "
                 f"{advice.capacity_source}",
                 style="dim",
             )
@@ -368,11 +375,11 @@ def _print(reading, advice) -> None:
             )
         )
     for w in advice.warnings:
-        console.print(Text(f"warning: {w}", style="yellow"))
-    console.print(recommendations_table(advice))
+        console.print(Text(f"warning: {in_unit(w, unit)}", style="yellow"))
+    console.print(recommendations_table(advice, unit))
     for i, r in enumerate(advice.recommendations, 1):
         if r.variable == "capacity" and r.note:
-            console.print(Text(f"{i}: {r.note}", style="dim"))
+            console.print(Text(f"{i}: {in_unit(r.note, unit)}", style="dim"))
     kv = any(r.error_kv_need_bytes is not None for r in advice.recommendations)
     console.print(
         Text(
@@ -394,8 +401,8 @@ def _print(reading, advice) -> None:
     )
 
 
-def recommendations_table(advice):
-    """The changes, with the two predictions in separate labelled columns."""
+def recommendations_table(advice, unit: str = "gib"):
+    """The changes, with the two predictions in separate labelled columns, in `unit`."""
     from rich.table import Table
     from rich.text import Text
 
@@ -409,9 +416,9 @@ def recommendations_table(advice):
         t.add_row(
             str(i),
             r.variable,
-            Text(r.change),
-            r.error_column,
-            format_bytes(r.ledger_peak_bytes) if r.ledger_peak_bytes is not None else "-",
+            Text(in_unit(r.change, unit)),
+            in_unit(r.error_column, unit),
+            format_bytes(r.ledger_peak_bytes, unit) if r.ledger_peak_bytes is not None else "-",
             fits_word(r),
             Text(r.recheck),
         )

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from vramtui.ledger import estimate
 from vramtui.spec import Spec
-from vramtui.units import format_bytes
+from vramtui.unit_text import Figure, UnitText
 
 
 @dataclass(frozen=True)
@@ -39,22 +39,27 @@ class KvRoom:
         return self.need_bytes - self.room_bytes
 
     def line(self) -> str:
+        """One line; its figures follow the display unit (a `UnitText`)."""
         room = (
-            f"{format_bytes(self.room_bytes)} as the engine printed it"
+            UnitText(Figure(self.room_bytes), " as the engine printed it")
             if self.room_printed
-            else f"{self.room_tokens:,} tokens, about {format_bytes(self.room_bytes)} at the "
-            "spec's model's KV bytes per token (estimated)"
+            else UnitText(
+                f"{self.room_tokens:,} tokens, about ",
+                Figure(self.room_bytes),
+                " at the spec's model's KV bytes per token (estimated)",
+            )
         )
         tokens = f" ({self.room_tokens:,} tokens)" if self.room_printed and self.room_tokens else ""
-        return (
-            f"the engine's KV cache had room for {room}{tokens}; one sequence at max_model_len "
-            f"{self.need_tokens:,} needs {format_bytes(self.need_bytes)} per GPU: short by "
-            f"{format_bytes(max(0, self.short_bytes))}"
-            + (
-                f"; max_model_len {self.room_tokens:,} or less fits as the card is"
-                if self.room_tokens
-                else ""
-            )
+        return UnitText(
+            "the engine's KV cache had room for ",
+            room,
+            f"{tokens}; one sequence at max_model_len {self.need_tokens:,} needs ",
+            Figure(self.need_bytes),
+            " per GPU: short by ",
+            Figure(max(0, self.short_bytes)),
+            f"; max_model_len {self.room_tokens:,} or less fits as the card is"
+            if self.room_tokens
+            else "",
         )
 
 

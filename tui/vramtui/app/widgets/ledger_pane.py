@@ -12,6 +12,7 @@ from textual.widgets import Button, DataTable, Label, Select, Static
 
 from vramtui.ledger.items import STAGE_LABELS
 from vramtui.render import STATUS_MARK, STATUS_STYLE, totals_table, unit_label, usage_bar
+from vramtui.unit_text import in_unit
 from vramtui.units import format_bytes, format_bytes_readable
 
 SIZE_WIDTH, STATUS_WIDTH = 13, 11  # the ledger table's fixed columns
@@ -90,7 +91,7 @@ class LedgerPane(Vertical):
     def on_resize(self, event) -> None:
         if self.results is None:
             return
-        width = self._item_width(i.name for i in self.results.estimate.items)
+        width = self._item_width(in_unit(i.name, self.unit) for i in self.results.estimate.items)
         if self.query_one("#ledger-table", DataTable).columns["item"].width != width:
             self._fill_table()
 
@@ -120,7 +121,10 @@ class LedgerPane(Vertical):
         self._show_measured(results, unit)
         self._show_dry_run()
         notes = (
-            [f"Not in any total (unknown): {', '.join(i.name for i in est.unknown_items)}"]
+            [
+                "Not in any total (unknown): "
+                + ", ".join(in_unit(i.name, unit) for i in est.unknown_items)
+            ]
             if est.unknown_items
             else []
         )
@@ -135,7 +139,7 @@ class LedgerPane(Vertical):
         layout = est.layout
         table = self.query_one("#ledger-table", DataTable)
         cursor = table.cursor_row
-        width = self._item_width(i.name for i in est.items)
+        width = self._item_width(in_unit(i.name, unit) for i in est.items)
         if table.columns["item"].width != width or str(table.columns["size"].label) != (
             unit_label(unit)
         ):
@@ -155,7 +159,7 @@ class LedgerPane(Vertical):
                 size.justify = "right"
             table.add_row(
                 size,
-                Text(item.name, overflow="ellipsis", no_wrap=True),
+                Text(in_unit(item.name, unit), overflow="ellipsis", no_wrap=True),
                 Text(STATUS_MARK[item.status], style=STATUS_STYLE[item.status]),
                 Text(", ".join(STAGE_LABELS[s] for s in item.stages)),
                 key=item.key,
@@ -270,7 +274,8 @@ class LedgerPane(Vertical):
             return
         items = {i.key: i for i in self.results.estimate.items}
         item = items.get(self.selected_key) or next(iter(items.values()))
-        text = f"{item.name} [{item.status}]: {item.basis}"
+        unit = self.unit
+        text = f"{in_unit(item.name, unit)} [{item.status}]: {in_unit(item.basis, unit)}"
         if item.counter:
             text += f" (counter: {item.counter})"
         if self.results.estimate.layout.gpus > 1:

@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Static
 from vramtui.app.messages import CandidateSelected
 from vramtui.render import SHORTLIST_STYLE, candidate_detail, cost_text, illustrative_banner
 from vramtui.shortlist import STATUS_LABELS
+from vramtui.unit_text import in_unit
 from vramtui.units import format_bytes_readable
 
 
@@ -60,11 +61,11 @@ class ShortlistPane(Vertical):
                     f"({c.effective_margin_fraction:.0%})"
                 )
             elif c.status == "needs_verification":
-                why = "; ".join(r.condition for r in c.conditions)
+                why = "; ".join(in_unit(r.condition, unit) for r in c.conditions)
             else:
-                why = "; ".join(f"{r.name}: {r.detail}" for r in c.failing)
+                why = "; ".join(f"{r.name}: {in_unit(r.detail, unit)}" for r in c.failing)
                 if c.placement_hint:
-                    why = f"placement hint: {c.placement_hint.text} | {why}"
+                    why = f"placement hint: {in_unit(c.placement_hint.text, unit)} | {why}"
             offer = c.offer.title
             if c.idle_gpus and c.status != "excluded":
                 offer += f" ({c.idle_gpus} idle but paid)"
@@ -94,7 +95,7 @@ class ShortlistPane(Vertical):
             self.shortlist.candidates[0] if self.shortlist.candidates else None
         )
         if c is not None:
-            self.query_one("#candidate-detail", Static).update(candidate_detail(c))
+            self.query_one("#candidate-detail", Static).update(candidate_detail(c, self.unit))
 
 
 def sl_heading(sl) -> str:

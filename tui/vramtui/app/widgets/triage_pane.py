@@ -16,6 +16,7 @@ from vramtui.safe_text import safe_line
 from vramtui.triage.advice import fits_word
 from vramtui.triage.event_list import other_events, reported_event
 from vramtui.triage.phase import PHASES
+from vramtui.unit_text import in_unit
 from vramtui.units import format_bytes
 
 
@@ -188,7 +189,7 @@ class TriagePane(Vertical):
                     )
                 for line in advice.mismatch_lines:
                     text.append(f"\nmismatch: {safe_line(line)}", style="bold yellow")
-                text.append(f"\n{safe_line(advice.deviation)}")
+                text.append(f"\n{safe_line(in_unit(advice.deviation, unit))}")
                 if advice.capacity_bytes:
                     text.append(
                         f"\n'fits' is judged against {_shown(advice.capacity_bytes, unit)}, "
@@ -202,7 +203,7 @@ class TriagePane(Vertical):
                         style="yellow",
                     )
                 for w in advice.warnings:
-                    text.append(f"\nwarning: {safe_line(w)}", style="yellow")
+                    text.append(f"\nwarning: {safe_line(in_unit(w, unit))}", style="yellow")
             summary.update(text)
             with phase_select.prevent(Select.Changed):
                 phase_select.value = ph.phase
@@ -231,7 +232,11 @@ class TriagePane(Vertical):
                     Text(_error_column(r, shown_unit), justify="right"),
                     Text(_peak(r.ledger_peak_bytes, shown_unit), justify="right"),
                     fits_word(r),
-                    Text(safe_line(r.change), overflow="ellipsis", no_wrap=True),
+                    Text(
+                        safe_line(in_unit(r.change, shown_unit)),
+                        overflow="ellipsis",
+                        no_wrap=True,
+                    ),
                     Text(safe_line(r.recheck)),
                 )
         self._show_log(session.spec, unit)
