@@ -308,3 +308,19 @@ def test_imported_measurements_and_triage_attempts_are_cleaned():
         change="micro_batch 8 -> 4" + OSC52_CSI2J,
     )
     assert not forbidden_in(t.change) and t.change.startswith("micro_batch 8 -> 4\\x1b]52")
+
+
+def test_a_user_model_file_with_a_hostile_key_is_skipped_in_one_clean_line(hostile, tmp_path):
+    """Found by the long fuzz run: a quoted TOML key holding ESC reached stderr in the
+    'unknown key' warning of `vramtui models --catalog DIR`."""
+    models = tmp_path / "cat" / "models"
+    models.mkdir(parents=True)
+    builtin = SRC.parent / "catalog" / "models" / "01-ai--Yi-34B.toml"
+    data = tomllib.loads(builtin.read_text())
+    data["meta"][PAYLOAD] = "x"
+    (models / builtin.name).write_text(tomli_w.dumps(data))
+    proc = run_cli(hostile, "models", "--catalog", str(tmp_path / "cat"))
+    assert proc.returncode == 0
+    warnings = [line for line in proc.stderr.decode().splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "unknown key meta." in warnings[0], proc.stderr
+    assert "(file skipped)" in warnings[0]

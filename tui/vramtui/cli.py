@@ -632,7 +632,9 @@ def cmd_models(args) -> int:
     from vramtui.render_lists import models_renderable
 
     models = load_catalog_models(_catalog_dir(args))
+    from vramtui.safe_text import safe_line
+
     for problem in model_catalog_problems(_catalog_dir(args)):
-        print(f"vramtui: warning: {problem}", file=sys.stderr)
+        print(f"vramtui: warning: {safe_line(problem)}", file=sys.stderr)
     print_renderable(models_renderable(models, args.query, wide=args.wide))
     return 0

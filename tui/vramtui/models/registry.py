@@ -114,7 +114,7 @@ def _load(
         except ModelError as exc:
             if strict:
                 raise
-            problems.append(f"{exc} (file skipped)")
+            problems.append(safe_line(f"{exc} (file skipped)"))
             continue
         for name in (arch.model_id.lower(), *aliases):
             names[name] = arch.model_id
