@@ -25,3 +25,23 @@ def _isolated_user_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("VRAMTUI_STATE_DIR", str(root / "state"))
     monkeypatch.setenv("VRAMTUI_CACHE_DIR", str(root / "cache"))
     monkeypatch.setenv("HF_HOME", str(root / "hf-home"))
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    """A local stand-in for the Hugging Face Hub (tests/fake_hub.py), with HF_ENDPOINT
+    pointing at it and offline mode off; no repository yet (add them with `.add`). At the
+    end, no request may have asked for a byte of weights."""
+    from fake_hub import FakeHub
+
+    fake = FakeHub().start()
+    monkeypatch.setenv("HF_ENDPOINT", fake.url)
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    import huggingface_hub.constants
+
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import (set above for every test).
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    yield fake
+    fake.stop()
+    assert fake.weight_requests() == [], "a byte of weights was asked of the Hub"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_hub import FakeHub, FakeRepo, VirtualSafetensors, llama_like_tensors, real_config
+from fake_hub import FakeRepo, VirtualSafetensors, llama_like_tensors, real_config
 from fake_hub import repo_from_config
 from vramtui.errors import ModelError
 from vramtui.models.checkpoint import MAX_HEADER_BYTES
@@ -42,28 +42,19 @@ QWEN05_PARAMS = 24 * (803_712 + 2 * 114_816 + 802_816 + 13_074_432 + 1_792) + 15
 assert QWEN05_PARAMS == 494_032_768
 
 
-@pytest.fixture
-def hub(monkeypatch):
-    """A fake Hub with Qwen2-7B-Instruct (4 shards), Qwen2.5-0.5B (one file) and a gated
-    Gemma; HF_ENDPOINT points at it and offline mode is off."""
-    fake = FakeHub()
+def add_models(fake):
+    """Qwen2-7B-Instruct (4 shards), Qwen2.5-0.5B (one file, tag v1) and a gated Gemma."""
     fake.add(repo_from_config(QWEN7, C1, shards=4))
     fake.add(repo_from_config(QWEN05, C2, refs={"v1": C2}))
     fake.add(repo_from_config(GEMMA, C3, gated=True))
     fake.tokens |= {"hf_granted", "hf_not_granted"}
     fake.granted.add(("hf_granted", GEMMA))
-    fake.start()
-    monkeypatch.setenv("HF_ENDPOINT", fake.url)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    import huggingface_hub.constants
+    return fake
 
-    # huggingface_hub reads HF_HUB_OFFLINE once, at import (conftest sets it for all tests).
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    yield fake
-    fake.stop()
-    assert fake.weight_requests() == [], "a byte of weights was asked of the Hub"
+
+@pytest.fixture
+def hub(fake_hub):
+    return add_models(fake_hub)
 
 
 def ref(model_id: str, revision: str | None = None) -> ModelRef:
