@@ -284,7 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- endpoints
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._parse()
         path = self.path.split("?")[0]
         if m := _INFO.match(path):
@@ -293,7 +293,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._resolve(m["repo"], m["rev"], m["file"])
         self._error(404, message="no such endpoint")
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.do_GET()
 
     def _model_info(self, repo_id: str, rev: str | None) -> None:

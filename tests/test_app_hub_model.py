@@ -7,6 +7,7 @@ import datetime
 import pytest
 from test_model_resolution import C2, QWEN05, QWEN05_PARAMS, add_models
 from textual.widgets import Input
+
 from vramtui.app.app import VramtuiApp
 from vramtui.app.widgets.spec_form import field_id
 from vramtui.builtin_specs import seed_example_spec

@@ -14,9 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_hub import FakeRepo, VirtualSafetensors, llama_like_tensors, real_config, repo_from_config
 
-from fake_hub import FakeRepo, VirtualSafetensors, llama_like_tensors, real_config
-from fake_hub import repo_from_config
 from vramtui.errors import ModelError
 from vramtui.models.checkpoint import MAX_HEADER_BYTES
 from vramtui.models.resolve import resolve_model_ref
@@ -101,7 +100,12 @@ def test_catalogue_estimate_does_not_import_huggingface_hub():
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "tui")}
     r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.rstrip().endswith("CLEAN")
@@ -312,7 +316,11 @@ def test_a_crashed_fetch_leaves_no_snapshot(hub, monkeypatch):
 
     broken = VirtualSafetensors.from_tensors([("w", "BF16", [4, 4])])
     broken.prefix = broken.prefix[:8] + b"[" + broken.prefix[9:]  # not JSON any more
-    hub.add(FakeRepo("odd/broken", C1, {"config.json": real_config(QWEN05), "model.safetensors": broken}))
+    hub.add(
+        FakeRepo(
+            "odd/broken", C1, {"config.json": real_config(QWEN05), "model.safetensors": broken}
+        )
+    )
     with pytest.raises(ModelError, match="header"):
         resolve_model_ref(ref("odd/broken"))
     assert hub_mod.cached_snapshot("odd/broken", C1) is None
@@ -344,7 +352,9 @@ def test_cli_unknown_model_offline_is_one_line(capsys, monkeypatch):
     code = main(["estimate", "--model", "someone/unknown-7b"])
     err = capsys.readouterr().err
     assert code != 0
-    assert err.count("\n") == 1 and err.startswith("vramtui: error: unknown model 'someone/unknown-7b'")
+    assert err.count("\n") == 1 and err.startswith(
+        "vramtui: error: unknown model 'someone/unknown-7b'"
+    )
     assert "Hub: not asked (HF_HUB_OFFLINE is set)" in err
 
 

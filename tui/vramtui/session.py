@@ -464,9 +464,7 @@ def check_form_shape(form: dict) -> None:
 HUB_FROM_FORM = "press Enter in the model field to fetch its config from the Hub"
 
 
-def compute(
-    spec: Spec, base_dir: Path | None, catalog, days, today, hub: bool = True
-) -> Results:
+def compute(spec: Spec, base_dir: Path | None, catalog, days, today, hub: bool = True) -> Results:
     """Resolve the model, estimate, and shortlist against `catalog` (if given). `hub`: may
     the Hub be asked for a model found nowhere else (see resolve_model_ref)."""
     from vramtui.models.resolve import pin_revision, resolve_model_ref

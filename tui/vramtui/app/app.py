@@ -286,9 +286,7 @@ class VramtuiApp(TriageActions, PaletteCommands, App):
             return
         base = self.session.path.parent if self.session.path else None
         self.notify(f"asking the Hub for {safe_line(spec.model.label)}", timeout=4)
-        self.run_worker(
-            lambda: self._fetch_model(spec.model, base), thread=True, group="hub-fetch"
-        )
+        self.run_worker(lambda: self._fetch_model(spec.model, base), thread=True, group="hub-fetch")
 
     def _fetch_model(self, model, base) -> None:
         from vramtui.models.resolve import resolve_model_ref

@@ -168,9 +168,7 @@ def _classify(repo_id: str, revision: str, status: int, code: str, message: str,
                 f"accept its licence at {page}, then set HF_TOKEN to an access token of that "
                 "account (https://huggingface.co/settings/tokens)"
             )
-        return HubError(
-            f"model {repo_id} is gated on the Hub: {fix}", "Hub: gated", final=True
-        )
+        return HubError(f"model {repo_id} is gated on the Hub: {fix}", "Hub: gated", final=True)
     if code == "RevisionNotFound":
         return HubError(
             f"the Hub has no revision {revision} of {repo_id}: give a branch, tag or commit "
@@ -250,9 +248,7 @@ class _Client:
     def url(self, filename: str) -> str:
         from huggingface_hub import hf_hub_url
 
-        return hf_hub_url(
-            self.repo_id, filename, revision=self.commit, endpoint=self.endpoint
-        )
+        return hf_hub_url(self.repo_id, filename, revision=self.commit, endpoint=self.endpoint)
 
     def get(self, filename: str, cap: int, start: int = 0, length: int | None = None):
         """(bytes, size of the whole file): the file, or `length` bytes from `start`.
@@ -423,7 +419,7 @@ def fetch_snapshot(repo_id: str, revision: str | None) -> HubSnapshot:
 
 
 def _fetch_files(client: _Client, repo_dir: Path, names: set[str] | None) -> HubSnapshot:
-    repo_id, commit = client.repo_id, client.commit
+    repo_id = client.repo_id
     files: dict[str, bytes] = {}
     config, _ = client.get("config.json", cap=MAX_JSON_BYTES)
     _json(config, repo_id, "config.json")
@@ -493,7 +489,7 @@ def _store(client: _Client, repo_dir: Path, files: dict[str, bytes], sizes: dict
             "repo_id": repo_id,
             "commit": commit,
             "endpoint": client.endpoint,
-            "fetched_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "fetched_at": datetime.datetime.now(datetime.UTC).isoformat(),
             "stored_sizes": sizes,
             "note": "safetensors files here hold only their header; the weights were not fetched",
         }

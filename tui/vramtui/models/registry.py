@@ -166,7 +166,7 @@ def lookup_model(name: str, catalog_dir: Path | None = None) -> Architecture | N
 
 def close_matches(name: str, catalog_dir: Path | None = None) -> list[str]:
     """Up to five catalogue Hub ids whose id or alias is close to `name`."""
-    models, names, _ = _load(_directory(catalog_dir))
+    _, names, _ = _load(_directory(catalog_dir))
     shown: list[str] = []
     for match in difflib.get_close_matches(name.strip().lower(), list(names), n=5, cutoff=0.5):
         hub = names[match]

@@ -16,6 +16,7 @@ from vramtui.models.hf_cache import (
     is_hub_id,
     revision_problem,
 )
+
 if TYPE_CHECKING:
     from vramtui.models.architecture import Architecture
     from vramtui.models.checkpoint import CheckpointInfo
@@ -97,9 +98,7 @@ def resolve_model_ref(
     shown = close_matches(name, catalog_dir)
     if catalog_dir is not None:
         shown += [m for m in close_matches(name) if m not in shown]
-    tried.append(
-        "catalogue: no match" + (f" (close: {', '.join(shown[:5])})" if shown else "")
-    )
+    tried.append("catalogue: no match" + (f" (close: {', '.join(shown[:5])})" if shown else ""))
 
     for candidate in _candidates(Path(name), base_dir):
         if is_dir(user_path(candidate)):
