@@ -440,13 +440,15 @@ def _spec_and_estimate(args, with_checkpoint: bool = False):
     """The spec (file or built-in, with overrides), its architecture and its estimate (and
     the local checkpoint's CheckpointInfo, or None, when `with_checkpoint`)."""
     from vramtui.ledger import estimate
-    from vramtui.models.resolve import resolve_model
+    from vramtui.models.resolve import pin_revision, resolve_model_ref
     from vramtui.spec import validate_against_architecture
     from vramtui.spec_overrides import apply_overrides, load_base_spec, use_model_dtype
 
     spec, base_dir = load_base_spec(args.spec)
     spec = apply_overrides(spec, args)
-    arch, checkpoint = resolve_model(spec.model, base_dir, _catalog_dir(args))
+    found = resolve_model_ref(spec.model, base_dir, _catalog_dir(args))
+    arch, checkpoint = found.arch, found.checkpoint
+    spec = pin_revision(spec, found)
     if args.spec is None and arch is not None:
         spec = use_model_dtype(
             spec,

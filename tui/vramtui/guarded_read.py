@@ -444,11 +444,14 @@ def read_safetensors_header(
     error: ErrorClass,
     cap: int = MAX_SAFETENSORS_HEADER_BYTES,
     fix: str = "re-download the file (an interrupted download leaves it truncated)",
+    stored_file_bytes: int | None = None,
 ) -> tuple[dict, int, int]:
     """(header object, header length, file size) of a safetensors file, else `error`.
 
     The format: an unsigned 64-bit little-endian header length, then that many bytes of JSON.
     The length is bounded by `cap` and by the file's size before anything else is read.
+    `stored_file_bytes`, when given, is the size of the real file of which `path` holds only
+    the beginning (a header fetched from the Hub); the size returned is then that one.
     """
     shown = os.fspath(path)
 
@@ -461,6 +464,8 @@ def read_safetensors_header(
             if not stat.S_ISREG(info.st_mode):
                 raise bad("not a regular file", "point at a .safetensors file")
             file_bytes = info.st_size
+            if stored_file_bytes is not None:
+                file_bytes = max(file_bytes, stored_file_bytes)
             head = fh.read(8)
             if len(head) < 8:
                 raise bad(f"file is {len(head)} bytes, shorter than the 8-byte header length")

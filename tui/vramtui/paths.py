@@ -21,3 +21,18 @@ def builtin_catalog_dir() -> Path:
     raise FileNotFoundError(
         "built-in catalogue not found next to the vramtui package; reinstall with `pip install .`"
     )
+
+
+def cache_dir() -> Path:
+    """vramtui's cache: what it fetched and can fetch again (model configs and headers).
+
+    `VRAMTUI_CACHE_DIR` overrides the platform's user cache directory.
+    """
+    import os
+
+    override = os.environ.get("VRAMTUI_CACHE_DIR")
+    if override:
+        return Path(override)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("vramtui"))

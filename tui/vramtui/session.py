@@ -39,6 +39,7 @@ class Results:
     shortlist: object | None  # vramtui.shortlist.Shortlist
     checkpoint: object | None = None  # CheckpointInfo of a local model directory
     reserve_shortfall: object | None = None  # ledger.reserve_check.ReserveShortfall (manual mode)
+    model_commit: str | None = None  # the commit a Hub model was sized at (pinned in the form)
 
 
 @dataclass
@@ -81,7 +82,9 @@ class SizingSession:
     ) -> SizingSession:
         form = spec_to_dict(spec)
         results = compute(spec, path.parent if path else None, catalog, None, today)
-        return cls(form=form, results=results, path=path, catalog=catalog, today=today)
+        session = cls(form=form, results=results, path=path, catalog=catalog, today=today)
+        session._pin_model_commit(results)
+        return session
 
     @classmethod
     def open(cls, path: Path, catalog=None) -> SizingSession:
@@ -245,16 +248,46 @@ class SizingSession:
         try:
             spec = spec_from_dict(self.form, FORM_SOURCE)
             base = self.path.parent if self.path else None
-            results = compute(spec, base, self.catalog, self.days, self.today)
+            # Each key typed is an edit: the form looks in the caches only, and the Hub is
+            # asked when the user presses Enter in the model field (fetch_model).
+            results = compute(spec, base, self.catalog, self.days, self.today, hub=False)
         except ModelError as exc:
             return self._fail("model", str(exc))
         except (SpecError, VramtuiError) as exc:
             where = locate_error(str(exc), self.fields())
             return self._fail(where, str(exc))
+        self._pin_model_commit(results)
         self.errors.clear()
         self.general_error = ""
         self.results = results
         return EditOutcome(True)
+
+    def fetch_model(self) -> EditOutcome:
+        """Ask the Hub for the model the form names (config.json and safetensors headers,
+        kept in vramtui's cache), then recompute. Blocks on the network: run it off the UI
+        thread."""
+        from vramtui.models.resolve import resolve_model_ref
+
+        try:
+            spec = spec_from_dict(self.form, FORM_SOURCE)
+            base = self.path.parent if self.path else None
+            resolve_model_ref(spec.model, base, hub=True)
+        except ModelError as exc:
+            return self._fail("model", str(exc))
+        except (SpecError, VramtuiError):
+            pass  # another field is at fault: revalidate names it
+        return self.revalidate()
+
+    def _pin_model_commit(self, results: Results) -> None:
+        """Record the commit a Hub model was sized at as `[model] revision` (saved with
+        the spec), so that the file names exactly what was sized."""
+        model = self.form.get("model")
+        commit = results.model_commit
+        if commit is None or not isinstance(model, dict) or "id" not in model:
+            return
+        if model.get("revision") != commit:
+            model["revision"] = commit
+            self.dirty = True
 
     def _fail(self, path: str | None, message: str) -> EditOutcome:
         self.errors = {k: v for k, v in self.errors.items() if k in self.texts}
@@ -428,12 +461,18 @@ def check_form_shape(form: dict) -> None:
         value_text(f, get_value(form, f.path))
 
 
-def compute(spec: Spec, base_dir: Path | None, catalog, days, today) -> Results:
-    """Resolve the model, estimate, and shortlist against `catalog` (if given)."""
-    from vramtui.models.resolve import resolve_model
+HUB_FROM_FORM = "press Enter in the model field to fetch its config from the Hub"
+
+
+def compute(spec: Spec, base_dir: Path | None, catalog, days, today, hub: bool = True) -> Results:
+    """Resolve the model, estimate, and shortlist against `catalog` (if given). `hub`: may
+    the Hub be asked for a model found nowhere else (see resolve_model_ref)."""
+    from vramtui.models.resolve import pin_revision, resolve_model_ref
     from vramtui.spec import validate_against_architecture
 
-    arch, checkpoint = resolve_model(spec.model, base_dir)
+    found = resolve_model_ref(spec.model, base_dir, hub=hub, hub_refused=HUB_FROM_FORM)
+    arch, checkpoint = found.arch, found.checkpoint
+    spec = pin_revision(spec, found)
     if arch is not None:
         validate_against_architecture(spec, arch, FORM_SOURCE)
     est = estimate(spec, arch, checkpoint)
@@ -451,4 +490,5 @@ def compute(spec: Spec, base_dir: Path | None, catalog, days, today) -> Results:
         shortlist=sl,
         checkpoint=checkpoint,
         reserve_shortfall=manual_reserve_shortfall(spec, arch, checkpoint),
+        model_commit=found.commit,
     )

@@ -13,7 +13,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
-from vramtui.app.messages import CandidateSelected, FieldEdited
+from vramtui.app.messages import CandidateSelected, FieldEdited, ModelFetchRequested
 from vramtui.app.palette import PaletteCommands
 from vramtui.app.screens.dialogs import ConfirmDialog, HelpScreen, PathPrompt, RecoverDraft
 from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
@@ -270,6 +270,47 @@ class VramtuiApp(TriageActions, PaletteCommands, App):
             self._update_title()
             if self.session.general_error:
                 self.notify(self.session.general_error, severity="error")
+        self._schedule_autosave()
+
+    def on_model_fetch_requested(self, message: ModelFetchRequested) -> None:
+        """Enter in the model field: a model found nowhere else is asked of the Hub (its
+        config.json and safetensors headers), in a thread; the form is recomputed after."""
+        error = self.session.errors.get("model", "")
+        if "press Enter in the model field" not in error:
+            return  # found already, or refused for another reason: nothing to fetch
+        from vramtui.spec import spec_from_dict
+
+        try:
+            spec = spec_from_dict(self.session.form, "the form")
+        except VramtuiError:
+            return
+        base = self.session.path.parent if self.session.path else None
+        self.notify(f"asking the Hub for {safe_line(spec.model.label)}", timeout=4)
+        self.run_worker(lambda: self._fetch_model(spec.model, base), thread=True, group="hub-fetch")
+
+    def _fetch_model(self, model, base) -> None:
+        from vramtui.models.resolve import resolve_model_ref
+
+        try:
+            resolve_model_ref(model, base, hub=True)
+            problem = None
+        except VramtuiError as exc:
+            problem = str(exc)
+        self.call_from_thread(self._model_fetched, problem)
+
+    async def _model_fetched(self, problem: str | None) -> None:
+        if problem is not None:
+            self.session.errors["model"] = problem
+            self.form.show_errors()
+            self.notify(problem, severity="error", timeout=12)
+            return
+        outcome = self.session.revalidate()  # finds what was fetched in the cache
+        self.form.refresh_values()
+        self.form.show_errors()
+        if outcome.valid:
+            self._refresh_all()
+        else:
+            self._update_title()
         self._schedule_autosave()
 
     async def action_undo(self) -> None:

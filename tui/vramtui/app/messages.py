@@ -18,3 +18,7 @@ class CandidateSelected(Message):
     def __init__(self, offer_id: str) -> None:
         super().__init__()
         self.offer_id = offer_id
+
+
+class ModelFetchRequested(Message):
+    """Enter in the model field: ask the Hub for the model it names (typing never does)."""

@@ -55,7 +55,7 @@ def cmd_measure(args, catalog_dir=None) -> int:
         read_measurements_text,
     )
     from vramtui.measure.plan import staged_plan
-    from vramtui.models.resolve import resolve_model
+    from vramtui.models.resolve import pin_revision, resolve_model_ref
     from vramtui.spec import save_spec
     from vramtui.spec_overrides import load_base_spec
 
@@ -79,7 +79,9 @@ def cmd_measure(args, catalog_dir=None) -> int:
     else:
         result = read_measurements(user_path(args.file), spec)
     new_spec, added = merge_measurements(spec, result.measurements)
-    arch, checkpoint = resolve_model(new_spec.model, base_dir, catalog_dir)
+    found = resolve_model_ref(new_spec.model, base_dir, catalog_dir)
+    arch, checkpoint = found.arch, found.checkpoint
+    new_spec = pin_revision(new_spec, found)  # a saved spec names the commit it was sized at
     est = estimate(new_spec, arch, checkpoint)
     if args.spec:
         if added:

@@ -264,18 +264,26 @@ def _bad(path: Path, problem: str, fix: str) -> ModelError:
     return ModelError(f"{path}: {problem}; {fix}")
 
 
-def read_safetensors_header_and_metadata(path: Path) -> tuple[dict[str, dict], dict[str, str]]:
+def read_safetensors_header_and_metadata(
+    path: Path, stored_file_bytes: int | None = None
+) -> tuple[dict[str, dict], dict[str, str]]:
     """The tensor entries of a safetensors header, and its `__metadata__` (empty if none).
 
     Reads only the 8-byte length and the JSON header, never the tensor data. Each entry is
     validated (dtype, shape, data_offsets present and consistent, data inside the file).
+    `stored_file_bytes`: the real file's size when `path` holds only its header (a header
+    fetched from the Hub, see `vramtui.models.hub`).
     """
     from vramtui.guarded_read import read_safetensors_header as read_header
 
     path = Path(path)
     redownload = "re-download the file (an interrupted download leaves it truncated)"
     header, header_bytes, file_bytes = read_header(
-        path, error=ModelError, cap=MAX_HEADER_BYTES, fix=redownload
+        path,
+        error=ModelError,
+        cap=MAX_HEADER_BYTES,
+        fix=redownload,
+        stored_file_bytes=stored_file_bytes,
     )
 
     metadata = header.pop("__metadata__", None) or {}
@@ -411,20 +419,26 @@ def _checkpoint_files(directory: Path) -> list[str] | None:
     return (preferred or found) or None
 
 
-def read_checkpoint(directory: Path) -> CheckpointInfo | None:
+def read_checkpoint(
+    directory: Path, stored_sizes: dict[str, int] | None = None
+) -> CheckpointInfo | None:
     """Every tensor stored in the directory's safetensors files, from their headers only.
 
     Looks for `model.safetensors`, then a `model.safetensors.index.json` shard index (each
     shard's header is read once), then any `*.safetensors`. Returns None when the directory
     has no safetensors file (only `.bin` or `.gguf`: the caller estimates from config.json).
+    `stored_sizes` maps a file name to the size of the real file when the directory holds
+    only its header (what `vramtui.models.hub` keeps of a Hub repository).
     """
     directory = Path(directory)
     files = _checkpoint_files(directory)
     if files is None:
         return None
+    sizes = stored_sizes or {}
     tensors: list[TensorInfo] = []
     for name in files:
-        tensors.extend(_tensors_of(read_safetensors_header(directory / name)))
+        header, _ = read_safetensors_header_and_metadata(directory / name, sizes.get(name))
+        tensors.extend(_tensors_of(header))
     return CheckpointInfo(
         directory=str(directory),
         files=tuple(files),
@@ -433,8 +447,21 @@ def read_checkpoint(directory: Path) -> CheckpointInfo | None:
     )
 
 
-def load_local_model(directory: Path) -> tuple[Architecture, CheckpointInfo | None]:
-    """The architecture from `DIR/config.json` and, when present, the checkpoint's headers."""
+def load_local_model(
+    directory: Path,
+    *,
+    model_id: str | None = None,
+    source: str | None = None,
+    stored_sizes: dict[str, int] | None = None,
+    weights_optional: bool = False,
+) -> tuple[Architecture, CheckpointInfo | None]:
+    """The architecture from `DIR/config.json` and, when present, the checkpoint's headers.
+
+    `model_id` and `source` name the model where the directory's own name would not (a
+    snapshot of a cache is named by its commit). `stored_sizes`: see `read_checkpoint`.
+    `weights_optional`: a shard listed by the index but absent (a cache holding only
+    config.json) sizes the model from config.json alone instead of being an error.
+    """
     directory = Path(directory)
     fix = "point --model at a Hugging Face model directory"
     if not directory.exists():
@@ -447,13 +474,27 @@ def load_local_model(directory: Path) -> tuple[Architecture, CheckpointInfo | No
     if not cfg_path.is_file():
         raise ModelError(f"no config.json in {directory}: {fix}")
     cfg = _read_json(cfg_path, "config.json", "re-download it")
-    model_id = cfg.get("_name_or_path") or directory.resolve().name
+    if model_id is None:
+        model_id = cfg.get("_name_or_path") or directory.resolve().name
     from vramtui.models.hf_config import architecture_from_hf_config
 
     arch = architecture_from_hf_config(
-        cfg, model_id=str(model_id), source=f"{directory}/config.json"
+        cfg, model_id=str(model_id), source=source or f"{directory}/config.json"
     )
-    return arch, read_checkpoint(directory)
+    if weights_optional and not _all_shards_present(directory):
+        return arch, None
+    return arch, read_checkpoint(directory, stored_sizes)
+
+
+def _all_shards_present(directory: Path) -> bool:
+    """False when a shard index lists a file the directory lacks (a partial download)."""
+    if (directory / SINGLE_FILE).is_file() or not (directory / INDEX_FILE).is_file():
+        return True
+    index = _read_json(directory / INDEX_FILE, "the shard index", "re-download it")
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict):
+        return True  # read_checkpoint names the problem
+    return all(isinstance(n, str) and (directory / n).is_file() for n in weight_map.values())
 
 
 def compare_params(arch: Architecture, ckpt: CheckpointInfo) -> int:

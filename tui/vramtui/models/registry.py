@@ -138,8 +138,10 @@ def load_catalog_models(catalog_dir: Path | None = None) -> dict[str, Architectu
     return dict(_load(_directory(catalog_dir))[0])
 
 
-def find_model(name: str, catalog_dir: Path | None = None) -> Architecture:
-    """The catalogue model whose Hub id (any case) or alias is `name`; else a ModelError with close matches."""
+def lookup_model(name: str, catalog_dir: Path | None = None) -> Architecture | None:
+    """The catalogue model whose Hub id (any case) or alias is `name`, else None.
+
+    A broken file of the built-in catalogue still raises ModelError."""
     directory = _directory(catalog_dir)
     direct = directory / file_name_for(name.strip())
     try:
@@ -159,12 +161,26 @@ def find_model(name: str, catalog_dir: Path | None = None) -> Architecture:
     bare = [hub for hub in models if hub.split("/", 1)[-1].lower() == key]
     if len(bare) == 1:
         return models[bare[0]]
-    close = difflib.get_close_matches(key, list(names), n=5, cutoff=0.5)
+    return None
+
+
+def close_matches(name: str, catalog_dir: Path | None = None) -> list[str]:
+    """Up to five catalogue Hub ids whose id or alias is close to `name`."""
+    _, names, _ = _load(_directory(catalog_dir))
     shown: list[str] = []
-    for match in close:
+    for match in difflib.get_close_matches(name.strip().lower(), list(names), n=5, cutoff=0.5):
         hub = names[match]
         if hub not in shown:
             shown.append(hub)
+    return shown
+
+
+def find_model(name: str, catalog_dir: Path | None = None) -> Architecture:
+    """The catalogue model whose Hub id (any case) or alias is `name`; else a ModelError with close matches."""
+    arch = lookup_model(name, catalog_dir)
+    if arch is not None:
+        return arch
+    shown = close_matches(name, catalog_dir)
     hint = f"close matches: {', '.join(shown)}; " if shown else ""
     raise ModelError(
         f"unknown model '{name}': not in the catalogue; {hint}"

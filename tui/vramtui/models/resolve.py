@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vramtui.errors import ModelError
 from vramtui.fsutil import is_dir, user_path
+from vramtui.models.hf_cache import (
+    MAX_REPO_ID_CHARS,
+    find_hf_snapshot,
+    hub_offline,
+    is_hub_id,
+    revision_problem,
+)
+
+if TYPE_CHECKING:
+    from vramtui.models.architecture import Architecture
+    from vramtui.models.checkpoint import CheckpointInfo
 
 # A Hub id is at most 96 characters and a path rarely passes a few hundred; a longer model
 # reference is a paste gone wrong (and longer than a file name may be).
@@ -23,33 +36,165 @@ def model_ref_too_long(text: str, what: str, where: str = "") -> str | None:
     )
 
 
-def resolve_model(ref, base_dir: Path | None = None, catalog_dir: Path | None = None):
+@dataclass(frozen=True)
+class ResolvedModel:
+    """What a model reference named, and where it was found.
+
+    `origin`: "params" (a bare count), "catalogue", "local" (a directory), "hf-cache" (the
+    local Hugging Face cache) or "hub" (fetched from the Hub, or found in vramtui's cache of
+    what it fetched). `commit`: the commit of an "hf-cache" or "hub" model, else None.
+    """
+
+    arch: Architecture | None
+    checkpoint: CheckpointInfo | None
+    origin: str
+    commit: str | None = None
+
+
+def resolve_model(ref, base_dir: Path | None = None, catalog_dir: Path | None = None, **kw):
     """Return (Architecture | None, CheckpointInfo | None) for a spec's `model` table.
 
-    A bare parameter count gives (None, None). A relative `path` is read relative to
-    `base_dir` (the spec file's directory) when it exists there, else to the working directory.
+    See `resolve_model_ref` for the order a model id is looked up in.
+    """
+    found = resolve_model_ref(ref, base_dir, catalog_dir, **kw)
+    return found.arch, found.checkpoint
+
+
+def resolve_model_ref(
+    ref,
+    base_dir: Path | None = None,
+    catalog_dir: Path | None = None,
+    *,
+    hub: bool = True,
+    hub_refused: str = "",
+) -> ResolvedModel:
+    """Find what a spec's `model` table names.
+
+    A bare parameter count gives no architecture. A `path` is a local directory, read relative
+    to `base_dir` (the spec file's directory) when it exists there, else to the working
+    directory. An `id` is looked up, in order:
+
+    1. the catalogue (the user's `catalog_dir` first, then the built-in one);
+    2. a local directory of that name;
+    3. the local Hugging Face cache (`HF_HUB_CACHE` / `HF_HOME`), at `ref.revision`;
+    4. the Hub (`vramtui.models.hub`): unless `HF_HUB_OFFLINE` is set or `hub` is False
+       (then only what vramtui fetched before, kept in its cache, is used);
+    5. else one ModelError listing what each step found. `hub_refused` says why the Hub was
+       not asked when `hub` is False.
     """
     if ref.params is not None and ref.id is None and ref.path is None:
-        return None, None
+        return ResolvedModel(None, None, "params")
     if ref.path is not None:
-        return _local(Path(ref.path), base_dir)
-    from vramtui.models.registry import find_model
+        arch, ckpt = _local(Path(ref.path), base_dir)
+        return ResolvedModel(arch, ckpt, "local")
+    from vramtui.models.registry import close_matches
+
+    name = ref.id
+    tried: list[str] = []
+
+    arch = _from_catalogue(name, catalog_dir)
+    if arch is not None:
+        return ResolvedModel(arch, None, "catalogue")
+    shown = close_matches(name, catalog_dir)
+    if catalog_dir is not None:
+        shown += [m for m in close_matches(name) if m not in shown]
+    tried.append("catalogue: no match" + (f" (close: {', '.join(shown[:5])})" if shown else ""))
+
+    for candidate in _candidates(Path(name), base_dir):
+        if is_dir(user_path(candidate)):
+            arch, ckpt = _local(candidate, None)
+            return ResolvedModel(arch, ckpt, "local")
+    tried.append("local directory: none of that name")
+
+    if not is_hub_id(name):
+        tried.append(
+            f"Hugging Face cache and Hub: not a Hub id (owner/name, at most {MAX_REPO_ID_CHARS} "
+            "characters of letters, digits, '-', '_' and '.')"
+        )
+        raise _not_found(name, tried)
+    revision = ref.revision
+    if revision is not None:
+        problem = revision_problem(revision)
+        if problem:
+            raise ModelError(
+                f"model.revision '{revision[:60]}' {problem}; give a branch, tag or commit hash"
+            )
+
+    snapshot, looked = find_hf_snapshot(name, revision)
+    if snapshot is not None:
+        arch, ckpt = _load_cached(
+            snapshot,
+            model_id=name,
+            source=f"{name}@{snapshot.name[:12]} in the Hugging Face cache ({snapshot})",
+            weights_optional=True,
+        )
+        return ResolvedModel(arch, ckpt, "hf-cache", snapshot.name)
+    tried.append(looked)
+
+    from vramtui.models import hub as hub_mod
+
+    offline = hub_offline()
+    if offline or not hub:
+        cached = hub_mod.cached_snapshot(name, revision)
+        if cached is not None:
+            return _from_hub_snapshot(cached)
+        tried.append(
+            f"Hub: not asked ({offline} is set)" if offline else f"Hub: not asked ({hub_refused})"
+        )
+        raise _not_found(name, tried)
+    try:
+        snap = hub_mod.fetch_snapshot(name, revision)
+    except hub_mod.HubError as exc:
+        if exc.final:
+            raise ModelError(str(exc)) from None
+        cached = hub_mod.cached_snapshot(name, revision)
+        if cached is not None and exc.tried.startswith("Hub: network error"):
+            return _from_hub_snapshot(cached)
+        tried.append(exc.tried)
+        raise _not_found(name, tried) from None
+    return _from_hub_snapshot(snap)
+
+
+def _from_catalogue(name: str, catalog_dir: Path | None) -> Architecture | None:
+    from vramtui.models.registry import lookup_model
 
     if catalog_dir is not None:
-        try:
-            return find_model(ref.id, catalog_dir), None
-        except ModelError:
-            pass  # not among the user's models: the built-in catalogue decides
-    return find_model(ref.id), None
+        arch = lookup_model(name, catalog_dir)
+        if arch is not None:
+            return arch
+    return lookup_model(name)
 
 
-def _local(path: Path, base_dir: Path | None):
+def _from_hub_snapshot(snap) -> ResolvedModel:
+    arch, ckpt = _load_cached(
+        snap.directory,
+        model_id=snap.repo_id,
+        source=f"{snap.repo_id}@{snap.commit[:12]} on the Hub (config.json and safetensors "
+        f"headers, cached in {snap.directory})",
+        stored_sizes=snap.stored_sizes,
+    )
+    return ResolvedModel(arch, ckpt, "hub", snap.commit)
+
+
+def _not_found(name: str, tried: list[str]) -> ModelError:
+    return ModelError(
+        f"unknown model '{name}': " + "; ".join(tried) + "; give a catalogue or Hub id, "
+        "--model PATH to a local Hugging Face directory, or --params N"
+    )
+
+
+def _candidates(path: Path, base_dir: Path | None) -> list[Path]:
     candidates = [path]
     if not path.is_absolute() and base_dir is not None:
         candidates.insert(0, base_dir / path)
-    for p in candidates:
-        if is_dir(user_path(p)):
-            return _load_local_cached(p.resolve(), _stamp(p))
+    return candidates
+
+
+def _local(path: Path, base_dir: Path | None):
+    for p in _candidates(path, base_dir):
+        p = user_path(p)
+        if is_dir(p):
+            return _load_cached(p.resolve())
     raise ModelError(
         f"model path '{path}' is not a directory; point model.path (or --model) at a local "
         "Hugging Face model directory holding config.json"
@@ -63,7 +208,12 @@ def looks_like_path(text: str) -> bool:
 def _stamp(directory: Path) -> tuple:
     """Modification times of what load_local_model reads: a change re-reads the directory."""
     out = []
-    for name in ("config.json", "model.safetensors.index.json", "model.safetensors"):
+    for name in (
+        "config.json",
+        "model.safetensors.index.json",
+        "model.safetensors",
+        "vramtui-fetched.json",
+    ):
         try:
             out.append((name, (directory / name).stat().st_mtime_ns))
         except OSError:
@@ -71,8 +221,44 @@ def _stamp(directory: Path) -> tuple:
     return tuple(out)
 
 
+def _load_cached(directory: Path, **kw):
+    return _load_local_cached(directory, _stamp(directory), tuple(sorted(kw.items())))
+
+
 @lru_cache(maxsize=16)
-def _load_local_cached(directory: Path, stamp: tuple):
+def _load_local_cached(directory: Path, stamp: tuple, options: tuple):
     from vramtui.models.checkpoint import load_local_model
 
-    return load_local_model(directory)
+    kw = dict(options)
+    if "stored_sizes" in kw:
+        kw["stored_sizes"] = dict(kw["stored_sizes"])
+    arch, ckpt = load_local_model(directory, **kw)
+    return _label_unmodelled_family(arch), ckpt
+
+
+def _label_unmodelled_family(arch):
+    """Say so where a config's family has no hand-written model in vramtui: its items are
+    then worked out with the Llama-style formulas, and the estimate must not look exact."""
+    import dataclasses
+
+    from vramtui.models.hf_config import FAMILY_DEFAULTS
+
+    if arch.model_type in FAMILY_DEFAULTS:
+        return arch
+    note = (
+        f"{arch.source}; model_type '{arch.model_type}' has no model of its own in vramtui: "
+        "itemised with Llama-style formulas (gated MLP, RMSNorm), an approximation"
+    )
+    return dataclasses.replace(arch, source=note)
+
+
+def pin_revision(spec, found: ResolvedModel):
+    """`spec` with `[model] revision` set to the commit its model was resolved at (a model
+    from the Hub or the Hugging Face cache), so that a saved spec names exactly what was
+    sized; the spec itself when there is nothing to pin."""
+    import dataclasses
+
+    m = spec.model
+    if found.commit is None or m.id is None or m.revision == found.commit:
+        return spec
+    return dataclasses.replace(spec, model=dataclasses.replace(m, revision=found.commit))

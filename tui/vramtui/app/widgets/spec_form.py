@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Label, Select, Static, Switch, TextArea
 
-from vramtui.app.messages import FieldEdited
+from vramtui.app.messages import FieldEdited, ModelFetchRequested
 from vramtui.spec_fields import GROUP_TITLES, FieldDef
 
 
@@ -185,6 +185,11 @@ class SpecForm(VerticalScroll, can_focus=False):
         path = self._path_of(event.input)
         if path:
             self.post_message(FieldEdited(path, event.value))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self._path_of(event.input) == "model":
+            event.stop()
+            self.post_message(ModelFetchRequested())
 
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
