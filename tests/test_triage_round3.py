@@ -91,7 +91,9 @@ def test_tinygrad_kfd_memory_error():
 
 
 def test_bare_host_memory_error_is_not_a_gpu_oom():
-    r = read_log("  X_train = np.array(images)\nMemoryError: Unable to allocate 3.2 GiB for an array")
+    r = read_log(
+        "  X_train = np.array(images)\nMemoryError: Unable to allocate 3.2 GiB for an array"
+    )
     assert not r.is_oom
 
 
@@ -155,19 +157,25 @@ _MSG_1X = (
         (f"RuntimeError: {_MSG_1X} during inference of batch 3", "generate"),
         (f"load model error: {_MSG_1X}", "load"),
         (
-            "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 dummy "
-            "requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when "
-            "initializing the engine.",
+            (
+                "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 "
+                "dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` "
+                "when initializing the engine."
+            ),
             "load",
         ),
         (
-            "batch{batch_size=1}:prefill:prefill{id=13 size=1}: lorax_client: router/client/src/"
-            f"lib.rs:33: Server error: {_MSG_1X}",
+            (
+                "batch{batch_size=1}:prefill:prefill{id=13 size=1}: lorax_client: router/client/"
+                f"src/lib.rs:33: Server error: {_MSG_1X}"
+            ),
             "generate",
         ),
         (
-            'Kobold returned error: 507 INSUFFICIENT STORAGE {"detail":{"msg":"KoboldAI ran out '
-            'of memory: CUDA error: out of memory"}}',
+            (
+                'Kobold returned error: 507 INSUFFICIENT STORAGE {"detail":{"msg":"KoboldAI ran '
+                'out of memory: CUDA error: out of memory"}}'
+            ),
             "generate",
         ),
         # counter-cases: the words of training, or none at all

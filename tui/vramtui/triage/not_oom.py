@@ -187,7 +187,9 @@ __all__ = ["NEAR_MISS_KINDS", "near_miss"]
 # (an E-level log line, not a raised error). Beside a bare Python MemoryError (numpy, a data
 # loader: host RAM) those lines are the retries, not the failure.
 _RETRY_LINE = "bytes) from device"
-_HOST_MEMORY_ERROR = re.compile(r"MemoryError(?::\s?(?![^\n]{0,200}(?:CUDA|GPU|device|VRAM))[^\n]{0,200})?\s*$", _A)
+_HOST_MEMORY_ERROR = re.compile(
+    r"MemoryError(?::\s?(?![^\n]{0,200}(?:CUDA|GPU|device|VRAM))[^\n]{0,200})?\s*$", _A
+)
 
 
 def host_error_beside_retries(messages: list[str], last_exception: str | None) -> bool:

@@ -423,7 +423,10 @@ _XLA_FIELDS = (
     ("tried_to_allocate_bytes", ascii_re(r"Failed to allocate request for " + _Q)),
     # XLA:TPU prints sizes with a bare 1024-based suffix: "Attempting to reserve 11.35G at the
     # bottom of memory. ... There are 12.18G free, 0B reserved, and 10.52G reservable."
-    ("tried_to_allocate_bytes", ascii_re(r"(?:Attempting to reserve|Failed to allocate request for) " + _BARE)),
+    (
+        "tried_to_allocate_bytes",
+        ascii_re(r"(?:Attempting to reserve|Failed to allocate request for) " + _BARE),
+    ),
     ("free_bytes", ascii_re(r"There are " + _BARE + r" free")),
 )
 _XLA_GPU = ascii_re(r"device:GPU:(\d{1,3})\b|\bGPU_(\d{1,3})_bfc\b|device ordinal (\d{1,3})\b")
@@ -467,7 +470,10 @@ def read_trtllm(text: str, f: Facts) -> None:
 _EXACT_BYTES = (
     ("tried_to_allocate_bytes", ascii_re(r"requested buffer of size (\d{1,20})\b")),  # ORT
     ("tried_to_allocate_bytes", ascii_re(r"GPU memory \((\d{1,20}) bytes\) could not")),  # TRT
-    ("tried_to_allocate_bytes", ascii_re(r"Cannot allocate (\d{1,20}) bytes: no memory")),  # tinygrad
+    (
+        "tried_to_allocate_bytes",
+        ascii_re(r"Cannot allocate (\d{1,20}) bytes: no memory"),
+    ),  # tinygrad
 )
 _ORT_GPU = ascii_re(r"; GPU=(\d{1,3})\b")
 

@@ -149,8 +149,10 @@ def _from_training_script(frames: list[Frame], log: CleanLog) -> PhaseVerdict | 
         (
             "train_forward",
             "weak",
-            "a training script (by its file name) runs the model and the traceback ends in "
-            "its forward, with no backward, optimizer, evaluation or loading frame",
+            (
+                "a training script (by its file name) runs the model and the traceback ends "
+                "in its forward, with no backward, optimizer, evaluation or loading frame"
+            ),
             False,
         ),
         log,

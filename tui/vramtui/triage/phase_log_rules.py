@@ -145,8 +145,10 @@ EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
             r"initializing the engine)",
             _A,
         ),
-        "the error line says it happened while loading the model or warming the engine up "
-        "at start-up, before any request",
+        (
+            "the error line says it happened while loading the model or warming the engine "
+            "up at start-up, before any request"
+        ),
     ),
     (
         "generate",
@@ -163,9 +165,13 @@ EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "generate",
         # a text-generation router's span (batch{...}:prefill / decode) or a client relaying a
         # server's HTTP error for a request
-        re.compile(r"(?:^|[}:])(?:prefill|decode)[:{]|\bServer error: |\breturned error: \d{3}\b", _A),
-        "a server was answering a request (the error is relayed from a prefill / decode or a "
-        "request's HTTP reply)",
+        re.compile(
+            r"(?:^|[}:])(?:prefill|decode)[:{]|\bServer error: |\breturned error: \d{3}\b", _A
+        ),
+        (
+            "a server was answering a request (the error is relayed from a prefill / decode "
+            "or a request's HTTP reply)"
+        ),
     ),
 )
 
