@@ -33,6 +33,9 @@ NEAR_MISS_KINDS = (
 MAX_QUOTE_CHARS = 160  # of the line quoted as evidence
 
 _HOST_RAM_ALLOC = ("DefaultCPUAllocator",)
+# ollama's scheduler before it loads a model: "model requires more system memory (5.0 GiB) than
+# is available (3.9 GiB)" compares the host's free RAM with what the CPU part needs
+_HOST_RAM_CHECK = ("requires more system memory",)
 _KILLED_MARKS = (
     "Killed",
     "killed",
@@ -109,6 +112,12 @@ def near_miss(log: CleanLog) -> tuple[str, str] | None:
             "the host ran out of system RAM (CPU memory), not GPU memory: PyTorch's DefaultCPUAllocator could "
             f"not allocate ({_at(log, i)})"
         )
+    i = _first_line_with(log, _HOST_RAM_CHECK)
+    if i is not None:
+        return "host_ram", (
+            "the server refused to load the model for lack of system RAM (host memory), not "
+            f"GPU memory ({_at(log, i)})"
+        )
     killed = _killed_line(log)
     if killed is not None:
         return "killed", (
@@ -171,3 +180,23 @@ def _memory_notice(log: CleanLog) -> int | None:
 
 
 __all__ = ["NEAR_MISS_KINDS", "near_miss"]
+
+
+# TensorFlow's BFC allocator backs off when the driver refuses a region: it logs "failed to
+# allocate 6.35G (6814913792 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY" and retries at 0.9x
+# (an E-level log line, not a raised error). Beside a bare Python MemoryError (numpy, a data
+# loader: host RAM) those lines are the retries, not the failure.
+_RETRY_LINE = "bytes) from device"
+_HOST_MEMORY_ERROR = re.compile(
+    r"MemoryError(?::\s?(?![^\n]{0,200}(?:CUDA|GPU|device|VRAM))[^\n]{0,200})?\s*$", _A
+)
+
+
+def host_error_beside_retries(messages: list[str], last_exception: str | None) -> bool:
+    """True when every failure found is an allocator retry line and the exception the program
+    raised is a host MemoryError (so the text holds no GPU out-of-memory error)."""
+    if not messages or last_exception is None:
+        return False
+    if not all(_RETRY_LINE in m for m in messages):
+        return False
+    return bool(_HOST_MEMORY_ERROR.match(last_exception.strip()[:400]))

@@ -38,6 +38,8 @@ _A = re.ASCII
 # A quantity as the frameworks print it: "20.00 MiB", "79.19GiB", "512 bytes", "1,024.5 MB".
 _Q = r"(?<![-\d.,])(\d[\d,]{0,24}(?:\.\d{1,12})?\s?(?:[KMGTkmgt]i?B|bytes|B))\b"
 _N = r"(?<![-\d.,])(\d{1,3}(?:,\d{3}){1,8}(?![\d,])|\d{1,24})"  # an integer, thousands separators allowed
+# A size with a bare 1024-based suffix, as XLA prints it ("11.35G", "512M"): read as KiB..TiB.
+_BARE = r"(?<![-\d.,])(\d{1,9}(?:\.\d{1,6})?[KMGT])(?![\w.])"
 
 
 # ------------------------------------------------------------------------------ facts
@@ -82,6 +84,8 @@ _SI_TO_BINARY = re.compile(r"^(.*?)\s?([KkMGT])B$", _A)
 
 def _to_bytes(written: str, binary_si: bool) -> int | None:
     text = written
+    if written[-1:] in ("K", "M", "G", "T") and written[:-1].replace(".", "", 1).isdigit():
+        text = written + "iB"  # XLA's bare suffix is 1024-based
     if binary_si:
         m = _SI_TO_BINARY.match(written)
         if m:
@@ -417,6 +421,13 @@ _XLA_FIELDS = (
     ("tried_to_allocate_bytes", ascii_re(r"[Oo]ut of memory while trying to allocate " + _Q)),
     ("tried_to_allocate_bytes", ascii_re(r"[Oo]ut of memory allocating " + _Q)),
     ("tried_to_allocate_bytes", ascii_re(r"Failed to allocate request for " + _Q)),
+    # XLA:TPU prints sizes with a bare 1024-based suffix: "Attempting to reserve 11.35G at the
+    # bottom of memory. ... There are 12.18G free, 0B reserved, and 10.52G reservable."
+    (
+        "tried_to_allocate_bytes",
+        ascii_re(r"(?:Attempting to reserve|Failed to allocate request for) " + _BARE),
+    ),
+    ("free_bytes", ascii_re(r"There are " + _BARE + r" free")),
 )
 _XLA_GPU = ascii_re(r"device:GPU:(\d{1,3})\b|\bGPU_(\d{1,3})_bfc\b|device ordinal (\d{1,3})\b")
 
@@ -459,6 +470,10 @@ def read_trtllm(text: str, f: Facts) -> None:
 _EXACT_BYTES = (
     ("tried_to_allocate_bytes", ascii_re(r"requested buffer of size (\d{1,20})\b")),  # ORT
     ("tried_to_allocate_bytes", ascii_re(r"GPU memory \((\d{1,20}) bytes\) could not")),  # TRT
+    (
+        "tried_to_allocate_bytes",
+        ascii_re(r"Cannot allocate (\d{1,20}) bytes: no memory"),
+    ),  # tinygrad
 )
 _ORT_GPU = ascii_re(r"; GPU=(\d{1,3})\b")
 

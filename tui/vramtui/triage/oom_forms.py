@@ -65,6 +65,7 @@ FRAMEWORKS = (
     "lmdeploy",
     "mlx",
     "vulkan",
+    "tinygrad",
 )
 # Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
 # PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
@@ -80,7 +81,6 @@ PYTORCH_CUDA_ALLOCATOR_FRAMEWORKS = (
 )
 KINDS = ("allocation", "kv_cache", "offload", "startup")
 
-# Substrings that every recognised line contains at least one of (case-sensitive, cheap to find).
 # Substrings that every recognised line contains at least one of (case-sensitive, cheap to find).
 ANCHORS = (
     "emory",
@@ -401,14 +401,6 @@ FORMS: tuple[Form, ...] = (
         ),
     ),
     Form(
-        "ollama_sys",
-        ascii_re(r"model requires more system memory \("),
-        "allocation",
-        "ollama",
-        read_ollama,
-        keys=("requires more system memory",),
-    ),
-    Form(
         "ollama_runner",
         ascii_re(r"llama runner process (?:has terminated|no longer running)"),
         "auto",
@@ -465,12 +457,12 @@ FORMS: tuple[Form, ...] = (
         "xla_exhausted",
         ascii_re(
             r"(?:RESOURCE_EXHAUSTED|Resource exhausted): {0,4}(?:[Oo]ut ?(?:of memory)?\s*$|"
-            r"[Oo]ut of memory|Failed to allocate request)"
+            r"[Oo]ut of memory|Failed to allocate request|Attempting to reserve \d)"
         ),
         "allocation",
         _xla_family,
         read_xla,
-        end=ascii_re(r"(?:bytes|[KMGT]iB|\dB)\.?\s*$|\(\d{1,20}B\)"),
+        end=ascii_re(r"(?:bytes|[KMGT]iB|\dB)\.?\s*$|\(\d{1,20}B\)|reservable\.?\s*$"),
         keys=("RESOURCE_EXHAUSTED", "Resource exhausted"),
         tail=read_xla_buffer_stats,  # "BufferAssignment OOM Debugging." stats, when printed
         tail_lines=12,
@@ -626,6 +618,31 @@ FORMS: tuple[Form, ...] = (
         needs=ascii_re(r"memory\."),
         exception_prefix=False,
         keys=("offload to ",),
+    ),
+    Form(
+        "torch_headless",
+        # PyTorch 1.x's parenthesised message with its head cut off by the paste: the line starts
+        # at "Tried to allocate X (GPU N; Y total capacity; ...". Only at the start of a line: the
+        # same words after an XPU platform's block-size refusal are not exhausted memory.
+        ascii_re(
+            r"^\s{0,8}Tried to allocate \d[\d.,]{0,24}\s?[KMGT]i?B \((?:GPU|XPU|HIP) {1,3}\d{1,4}; "
+            r"[^\n]{0,40}total ?capac"
+        ),
+        "allocation",
+        "pytorch",
+        read_torch,
+        end=ascii_re(r"(?:by Py[Tt]orch|cached|inactive)\)\s*$"),
+        keys=("Tried to allocate",),
+    ),
+    Form(
+        "tinygrad_device",
+        # tinygrad's AMD (KFD) allocator on ENOMEM: MemoryError(f"Cannot allocate {size} bytes:
+        # no memory is available.") -- device memory, unlike a bare host MemoryError
+        ascii_re(r"\bCannot allocate \d{1,20} bytes: no memory is available"),
+        "allocation",
+        "tinygrad",
+        read_exact_bytes,
+        keys=("no memory is available",),
     ),
     Form(
         "torch_generic",

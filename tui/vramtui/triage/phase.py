@@ -127,12 +127,36 @@ def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
     found = _from_code_after(log, event_idx)
     if found:
         return found
+    found = _from_training_script(headed, log)
+    if found:
+        return found
     if headed:
         return _unknown(
             f"no frame of the {len(headed)}-frame traceback names a load, "
             "generation, training or optimizer step"
         )
     return _unknown("no traceback and no log line says what was running")
+
+
+def _from_training_script(frames: list[Frame], log: CleanLog) -> PhaseVerdict | None:
+    """Last resort: a training script (by its file name) calls the model and the traceback
+    ends in module forwards, with nothing else saying what ran: the training forward."""
+    scripts = [fr for fr in frames if rules.is_training_script(fr)]
+    if not scripts or not any(rules.is_module_forward(fr) for fr in frames):
+        return None
+    return _frame_verdict(
+        scripts[-1],
+        (
+            "train_forward",
+            "weak",
+            (
+                "a training script (by its file name) runs the model and the traceback ends "
+                "in its forward, with no backward, optimizer, evaluation or loading frame"
+            ),
+            False,
+        ),
+        log,
+    )
 
 
 def _training_step(

@@ -136,6 +136,43 @@ EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         re.compile(r"\bcould not be loaded\b|\b[Ff]ailed to load (?:the )?model\b", _A),
         "the error line says the model could not be loaded",
     ),
+    # An application's own sentence around the framework's message names the step.
+    (
+        "load",
+        re.compile(
+            r"\b[Ll]oad(?:ing)? model (?:error|failed)\b|\b(?:[Ee]rror|[Ff]ailed) (?:while |when )?"
+            r"loading (?:the )?model\b|\b(?:when|while|during) (?:warming up|warm-?up\b|"
+            r"initializing the engine)",
+            _A,
+        ),
+        (
+            "the error line says it happened while loading the model or warming the engine "
+            "up at start-up, before any request"
+        ),
+    ),
+    (
+        "generate",
+        re.compile(
+            r"\b[Ff]ailed to (?:generate|predict|infer|transcribe|synthesi[sz]e)\b|"
+            r"\b[Ee]rror (?:while |when )?(?:generating|predicting|transcribing|synthesi[sz]ing)\b|"
+            r"\b(?:during|while|when) (?:generation|generating|inference|predicting|prediction|"
+            r"sampling|transcribing|transcription)\b",
+            _A,
+        ),
+        "the error line says it happened while generating or predicting (inference)",
+    ),
+    (
+        "generate",
+        # a text-generation router's span (batch{...}:prefill / decode) or a client relaying a
+        # server's HTTP error for a request
+        re.compile(
+            r"(?:^|[}:])(?:prefill|decode)[:{]|\bServer error: |\breturned error: \d{3}\b", _A
+        ),
+        (
+            "a server was answering a request (the error is relayed from a prefill / decode "
+            "or a request's HTTP reply)"
+        ),
+    ),
 )
 
 
@@ -244,6 +281,16 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         ),
         "the inference engine was starting up (profiling, KV cache, warm-up) and had served "
         "no request",
+    ),
+    (
+        "generate",
+        re.compile(
+            r"\bServing on https?://|Uvicorn running on|Application startup complete|Running on "
+            r"local URL|\bStarting (?:the )?(?:predictions?|inference)\b|\bRunning inference\b|"
+            r"\bStarting (?![^\n]{0,60}train)[\w -]{1,60}\bpipeline\b",
+            re.IGNORECASE | _A,
+        ),
+        "the log says the server was up and serving, or an inference run had started",
     ),
     (
         "train_forward",

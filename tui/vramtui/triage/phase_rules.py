@@ -323,6 +323,21 @@ _TRAIN_CONTEXT_FUNCS = _set(
     "train_one_step",
     "training_epoch",
     "train_on_batch",
+    "update_core",  # chainer's StandardUpdater (ESPnet1): one training iteration
+)
+# A training script by its file name: train.py, tools/train_net.py, main_train.py,
+# finetune_lora.py, pretrain.py. A model called from it, with no backward or optimizer frame
+# below and no evaluation or loading frame, is the training forward.
+_TRAIN_SCRIPT = re.compile(
+    r"(?:^|[/\\_])(?:train|training|finetune|fine_tune|pretrain)(?:_\w{0,40})?\.py$", _A
+)
+# A function named for inference: transcribe_mic, predict_image, infer_batch, run_inference,
+# model_generate. Not "generate_" or "sample_" first: training code generates anchors and masks
+# and samples batches.
+_INFER_NAME = re.compile(
+    r"^(?:transcribe|predict|infer|inference)_\w|\w_(?:transcribe|predict|prediction|infer|"
+    r"inference|generate|generation)$",
+    _A,
 )
 # Loss functions and training targets: computed in a training step's forward.
 _LOSS_FUNCS = _set(
@@ -438,6 +453,17 @@ def snippet_rule(code: str) -> tuple[str, str] | None:
             "any model step",
         )
     return None
+
+
+def is_training_script(fr: Frame) -> bool:
+    """The frame runs in a training script, by its file name (train.py, finetune_lora.py)."""
+    return bool(fr.func) and bool(_TRAIN_SCRIPT.search(fr.file.lower()))
+
+
+def is_module_forward(fr: Frame) -> bool:
+    """A torch.nn.Module call or forward (the model running)."""
+    func = fr.func.rsplit(".", 1)[-1]
+    return func in ("forward", "_call_impl", "_wrapped_call_impl", "__call__", "_conv_forward")
 
 
 def is_graph_training_frame(fr: Frame) -> bool:
@@ -600,6 +626,9 @@ def classify_frame(fr: Frame) -> Rule | None:
             "a training loop; no backward or optimizer frame is below it, so the forward pass",
             False,
         )
+    if _INFER_NAME.search(func):
+        return ("generate", "context", f"a function named for inference ({func})", False)
+
     if func in _LOSS_FUNCS or any(part in file for part in _LOSS_FILES) or _LOSS_PATH.search(file):
         return (
             "train_forward",

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from vramtui.triage.log_prefixes import CleanLog, clean_log, line_tag
-from vramtui.triage.not_oom import near_miss
+from vramtui.triage.not_oom import host_error_beside_retries, near_miss
 from vramtui.triage.oom_forms import (
     ANCHORS,
     ANY_KEY,
@@ -605,6 +605,11 @@ def _last_exception(reader: _Reader) -> int | None:
     return None
 
 
+def _host_error_beside_retries(reader: _Reader, failures: list[str]) -> bool:
+    last = _last_exception(reader)
+    return host_error_beside_retries(failures, reader.norm(last) if last is not None else None)
+
+
 def _not_oom_reason(text: str, reader: _Reader, events: list[OomEvent]) -> str:
     if not text.strip():
         return (
@@ -684,6 +689,9 @@ def read_log(text: str) -> TriageReading:
     # the host's RAM, not the GPU's: said by not_oom_reason (not_oom.near_miss), not an event
     events = [e for e in events if _HOST_RAM not in e.message]
     events = _mark_echoes(_mark_headings(events, log), log)
+    failures = [e.message for e in events if e.is_failure]
+    if failures and _host_error_beside_retries(reader, failures):
+        events = [e for e in events if not e.is_failure]
     is_oom = any(e.kind != "startup" for e in events)
     primary_at = _primary_index(events)
     if is_oom and primary_at is not None:
