@@ -21,3 +21,16 @@ def builtin_catalog_dir() -> Path:
     raise FileNotFoundError(
         "built-in catalogue not found next to the vramtui package; reinstall with `pip install .`"
     )
+
+
+def user_cache_dir() -> Path:
+    """vramtui's cache directory: `$VRAMTUI_CACHE_DIR`, else `$XDG_CACHE_HOME/vramtui`, else
+    `~/.cache/vramtui`. Nothing is created here; writers create what they need."""
+    import os
+
+    explicit = os.environ.get("VRAMTUI_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "vramtui"
