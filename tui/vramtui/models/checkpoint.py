@@ -451,7 +451,7 @@ def load_local_model(directory: Path) -> tuple[Architecture, CheckpointInfo | No
     from vramtui.models.hf_config import architecture_from_hf_config
 
     arch = architecture_from_hf_config(
-        cfg, model_id=str(model_id), source=f"{directory}/config.json"
+        cfg, model_id=str(model_id), source=f"{directory}/config.json", whole_model=True
     )
     return arch, read_checkpoint(directory)
 

@@ -300,8 +300,11 @@ def _group_of(path: str, kind: str, names: set[str]) -> str:
     return "other"
 
 
-def _walk(model) -> tuple[list[tuple[str, ModuleShape]], int]:
-    """(layer path, one shape) for every parameter-holding module, and the parameter total."""
+def _walk(model, hidden: int) -> tuple[list[tuple[str, ModuleShape]], int]:
+    """(layer path, one shape) for every parameter-holding module, and the parameter total.
+
+    `hidden` orients fused expert tensors: transformers stores most as (experts, out, in) and
+    Llama-4's as (experts, in, out); the side facing the hidden size tells which."""
     import torch
 
     names = {n for n, _ in model.named_modules()}
@@ -394,14 +397,16 @@ def _walk(model) -> tuple[list[tuple[str, ModuleShape]], int]:
             continue
         # Fused 3-D expert tensors (one expert's matrix per slice), their biases folded in.
         rest = dict(params)
+        is_conv = isinstance(mod, torch.nn.modules.conv._ConvNd)
         for pname, p in params.items():
-            if p.dim() != 3:
+            if p.dim() != 3 or is_conv or "expert" not in path.lower():
                 continue
             experts, a, b = (int(x) for x in p.shape)
             bias = rest.pop(f"{pname}_bias", None)
             rest.pop(pname)
             per = a * b + (int(bias.numel()) // experts if bias is not None else 0)
-            # transformers 5 stores (experts, out, in); the larger side facing hidden is "in"
+            if a == hidden and b != hidden:
+                a, b = b, a  # stored (experts, in, out)
             rows.append(
                 (
                     path,
@@ -575,7 +580,12 @@ def _derive(config: dict, source: str) -> DerivedStructure:
     import transformers
 
     model, hf_config = build_on_meta(config, source)
-    rows, total = _walk(model)
+    try:
+        text_cfg = hf_config.get_text_config(decoder=True)
+    except Exception:  # noqa: BLE001
+        text_cfg = hf_config
+    hidden = _int_attr(text_cfg, "hidden_size", "d_model") or 0
+    rows, total = _walk(model, hidden)
     modules = _collapse(rows)
     model_type = str(getattr(hf_config, "model_type", config.get("model_type")))
     if getattr(hf_config, "is_encoder_decoder", False):
@@ -584,15 +594,10 @@ def _derive(config: dict, source: str) -> DerivedStructure:
         kind = "decoder"
     else:
         kind = "encoder"
-    try:
-        text_cfg = hf_config.get_text_config(decoder=True)
-    except Exception:  # noqa: BLE001
-        text_cfg = hf_config
     text_type = str(getattr(text_cfg, "model_type", model_type))
     notes: list[str] = []
 
     layers_n = _int_attr(text_cfg, "num_hidden_layers", "num_layers", "decoder_layers") or 0
-    hidden = _int_attr(text_cfg, "hidden_size", "d_model") or 0
     heads = _int_attr(text_cfg, "num_attention_heads", "decoder_attention_heads") or 0
     kv_heads = _int_attr(text_cfg, "num_key_value_heads", "num_kv_heads") or heads
     head_dim = _int_attr(text_cfg, "head_dim", "d_kv") or (hidden // heads if heads else 0)
@@ -611,12 +616,13 @@ def _derive(config: dict, source: str) -> DerivedStructure:
     for i in range(len(by_layer)):
         layer = by_layer.get(i, [])
         groups = {s.group for _, s in layer}
+        full = [(f"{p}.{s.name}".lower(), s) for p, s in layer]
         attn = any(
             s.group == "attention" and "cross_attn" not in p and "linear_attn" not in p
-            for p, s in layer
+            for p, s in full
         )
-        cross = any("cross_attn" in p for p, _ in layer)
-        state = any(any(t in p.lower() for t in _STATE_TOKENS) for p, _ in layer)
+        cross = any("cross_attn" in p for p, _ in full)
+        state = any(any(t in p for t in _STATE_TOKENS) for p, _ in full)
         cross_layers += cross and not attn
         state_layers += state
         declared = (
@@ -659,7 +665,9 @@ def _derive(config: dict, source: str) -> DerivedStructure:
     ]
     intermediate = max(dense_in) if dense_in else (_int_attr(text_cfg, "intermediate_size") or 0)
     mlp_linears = [s for p, s in first_dense if s.group == "mlp" and s.kind == "linear"]
-    gated = len(mlp_linears) >= 3 or any("gate" in s.name for s in mlp_linears)
+    gated = len(mlp_linears) >= 3 or any(
+        "gate" in s.name for s in mlp_linears + [s for _, s in rows if s.group == "experts"]
+    )
 
     state = None
     if state_layers:
