@@ -82,11 +82,11 @@ def config_of(name: str) -> dict:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vramtui-cache")
+def cache_dir(session_cache_dir):
+    """The run's cache directory (tests/conftest.py), set before the module-scoped fixtures."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("VRAMTUI_CACHE_DIR", str(path))
-        yield path
+        mp.setenv("VRAMTUI_CACHE_DIR", str(session_cache_dir))
+        yield session_cache_dir
 
 
 @pytest.fixture(scope="module")
@@ -105,9 +105,7 @@ def transformers_count(name: str) -> int:
     config = config_of(name)
     if name in TEXT_ONLY and "text_config" in config:
         config = {**config["text_config"]}
-    kwargs = {
-        k: v for k, v in config.items() if k not in ("quantization_config", "model_type")
-    }
+    kwargs = {k: v for k, v in config.items() if k not in ("quantization_config", "model_type")}
     hf_config = transformers.AutoConfig.for_model(config["model_type"], **kwargs)
     names = config.get("architectures") or []
     cls = getattr(transformers, names[0]) if names and name not in TEXT_ONLY else None
@@ -155,9 +153,9 @@ def _lora_spec(model_ref: str, targets: list[str]):
 
 def test_gpt_neox_lora_accepts_query_key_value_and_refuses_q_proj(archs):
     arch = archs["pythia-160m"]
-    validate_against_architecture(_lora_spec('params = 160000000', ["query_key_value"]), arch)
+    validate_against_architecture(_lora_spec("params = 160000000", ["query_key_value"]), arch)
     with pytest.raises(SpecError, match="'q_proj' matches no module") as info:
-        validate_against_architecture(_lora_spec('params = 160000000', ["q_proj"]), arch)
+        validate_against_architecture(_lora_spec("params = 160000000", ["q_proj"]), arch)
     assert "query_key_value" in str(info.value)
 
 
@@ -166,7 +164,7 @@ def test_gpt2_conv1d_is_a_lora_target_but_not_an_nn_linear(archs):
     # transformers' Conv1D stores (in, out) = (768, 3 x 768); PEFT adapts it.
     assert (c_attn.in_features, c_attn.out_features, c_attn.count) == (768, 2304, 12)
     assert c_attn.is_conv1d and not c_attn.is_nn_linear and c_attn.lora_adaptable
-    validate_against_architecture(_lora_spec('params = 124000000', ["c_attn"]), archs["gpt2"])
+    validate_against_architecture(_lora_spec("params = 124000000", ["c_attn"]), archs["gpt2"])
 
 
 # ------------------------------------------------------------------- labels
@@ -201,7 +199,9 @@ def test_second_run_reads_the_cache_without_torch(phi2_dir, cache_dir):
     architecture_from_hf_config(
         json.loads((phi2_dir / "config.json").read_text()), "x", "x", whole_model=True
     )
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert len(list((cache_dir / "derived").glob("*.json"))) >= 1
 
@@ -254,7 +254,7 @@ def test_hand_modelled_family_missing_key_takes_config_class_default():
 
 def _inference(arch, concurrency: int = 2, prompt: int = 1000, generated: int = 24):
     text = (
-        "schema_version = 1\n[model]\nparams = 1000000000\n[task]\nkind = \"inference\"\n"
+        'schema_version = 1\n[model]\nparams = 1000000000\n[task]\nkind = "inference"\n'
         '[weights]\nformat = "bf16"\n'
         f"[lengths]\nprompt_tokens = {prompt}\ngenerated_tokens = {generated}\n"
         f'[batch]\nconcurrency = {concurrency}\n[runtime]\nattention = "flash"\n'
@@ -299,7 +299,7 @@ def test_mamba_has_state_and_no_kv_cache_and_says_why_activations_are_unknown(ar
 
 @pytest.mark.parametrize("name", ["bert-base-uncased", "t5-small", "whisper-tiny"])
 def test_encoders_weights_estimated_activations_unknown_with_reason(archs, name):
-    items, est = _inference(archs[name], concurrency=1, prompt=128, generated=1)
+    items, _ = _inference(archs[name], concurrency=1, prompt=128, generated=1)
     weights = [i for i in items.values() if i.category == "weights"]
     assert weights and all(i.status != UNKNOWN for i in weights)
     act = items["activations.inference"]
@@ -321,3 +321,22 @@ def test_gpt_neox_standard_decoder_formula_is_labelled(archs):
     # 12 layers x 2 x 12 heads x 64 x 2 B x 1024 tokens
     assert items["kv_cache"].stage_bytes["decode"] == 12 * 2 * 12 * 64 * 2 * 1024
     assert any("parallel attention+MLP" in n for n in est.notes)
+
+
+def test_missing_default_is_noted_and_a_missing_size_still_refused():
+    config = _catalog_config("microsoft/Phi-3-mini-4k-instruct")
+    del config["max_position_embeddings"]
+    arch = architecture_from_hf_config(config, "phi3", "phi3/config.json")
+    assert any("lacks 'max_position_embeddings'" in n for n in arch.ledger_notes)
+    config = _catalog_config("microsoft/Phi-3-mini-4k-instruct")
+    del config["intermediate_size"]
+    with pytest.raises(ModelError, match="intermediate_size"):
+        architecture_from_hf_config(config, "phi3", "phi3/config.json")
+
+
+def test_multimodal_whose_whole_model_cannot_be_built_falls_back_to_its_text_model(tmp_path):
+    config = _catalog_config("google/gemma-3-4b-it")
+    config["vision_config"] = {**config["vision_config"], "hidden_size": 1151}  # not buildable
+    arch = architecture_from_hf_config(config, "g", "g/config.json", whole_model=True)
+    assert arch.is_hand_modelled and arch.model_type == "gemma3_text"
+    assert any("the whole model could not be derived" in n for n in arch.ledger_notes)

@@ -91,7 +91,7 @@ def architecture_notes(arch) -> list[str]:
     out = [f"architecture from {arch.source}"]
     if not arch.is_hand_modelled:
         out.append(f"structure of {arch.model_type}: {arch.structure}")
-    out += [f"not itemised for {arch.model_type}: {n}" for n in arch.ledger_notes]
+    out += [f"{arch.model_type}: {n}" for n in arch.ledger_notes]
     return out
 
 

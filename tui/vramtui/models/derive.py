@@ -18,7 +18,6 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from vramtui.errors import ModelError
 from vramtui.models.architecture import ModuleShape
@@ -176,7 +175,7 @@ def build_config(config: dict, source: str):
     model_type = kwargs.pop("model_type", None)
     try:
         return transformers.AutoConfig.for_model(model_type, **kwargs)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - transformers' validators raise their own types
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ModelError(
             f"transformers {transformers.__version__} cannot read the config of {source} "
@@ -518,7 +517,10 @@ def _layers_of(rows, root: str) -> dict[int, list[tuple[str, ModuleShape]]]:
 
 def _state_of(model_type: str, cfg, layers: int) -> RecurrentState | None:
     """Per-sequence state of the state-space / linear-attention layers, from the config."""
-    g = lambda *names: _int_attr(cfg, *names)  # noqa: E731
+
+    def g(*names: str) -> int | None:
+        return _int_attr(cfg, *names)
+
     h = g("hidden_size") or 0
     if model_type == "mamba":
         d_inner, d_state, d_conv = g("intermediate_size"), g("state_size"), g("conv_kernel")
@@ -562,7 +564,11 @@ def _state_of(model_type: str, cfg, layers: int) -> RecurrentState | None:
         )
     if model_type == "qwen3_next":
         nk, nv = g("linear_num_key_heads"), g("linear_num_value_heads")
-        dk, dv, k = g("linear_key_head_dim"), g("linear_value_head_dim"), g("linear_conv_kernel_dim")
+        dk, dv, k = (
+            g("linear_key_head_dim"),
+            g("linear_value_head_dim"),
+            g("linear_conv_kernel_dim"),
+        )
         if None in (nk, nv, dk, dv, k):
             return None
         conv_dim = 2 * nk * dk + nv * dv
@@ -626,7 +632,9 @@ def _derive(config: dict, source: str) -> DerivedStructure:
         cross_layers += cross and not attn
         state_layers += state
         declared = (
-            str(layer_types[i]) if isinstance(layer_types, (list, tuple)) and i < len(layer_types) else ""
+            str(layer_types[i])
+            if isinstance(layer_types, (list, tuple)) and i < len(layer_types)
+            else ""
         )
         if attn:
             kinds.append("sliding" if declared == "sliding_attention" else "full")

@@ -83,13 +83,10 @@ def derived_architecture(config: dict, model_id: str, source: str) -> Architectu
             f"{model_type} is {what} model ({d.model_class}); the ledger's activation and "
             "logit formulas are those of decoder-only models and are not applied to it"
         )
-        kv_unknown = (
-            f"{model_type} is {what} model: "
-            + (
-                "it keeps no KV cache between tokens"
-                if d.kind == "encoder"
-                else "its decoder's self- and cross-attention caches are not itemised"
-            )
+        kv_unknown = f"{model_type} is {what} model: " + (
+            "it keeps no KV cache between tokens"
+            if d.kind == "encoder"
+            else "its decoder's self- and cross-attention caches are not itemised"
         )
     elif not d.standard_decoder:
         activation_unknown = (
@@ -117,7 +114,9 @@ def derived_architecture(config: dict, model_id: str, source: str) -> Architectu
     notes += list(d.notes)
 
     raw_dtype = text.get("torch_dtype", text.get("dtype"))
-    dtype = _DTYPES.get(str(raw_dtype).removeprefix("torch."), a["dtype"]) if raw_dtype else a["dtype"]
+    dtype = (
+        _DTYPES.get(str(raw_dtype).removeprefix("torch."), a["dtype"]) if raw_dtype else a["dtype"]
+    )
     kinds = d.layer_kinds if len(d.layer_kinds) == layers else ()
     moe = d.moe_layers if len(d.moe_layers) == layers else tuple(False for _ in range(layers))
     experts = int(a["num_experts"])

@@ -148,6 +148,26 @@ _LIMITS: dict[str, tuple[int, int]] = {
     "v_head_dim": (0, limits.MAX_HIDDEN),
 }
 
+# Sizes that define the model: a config lacking one is refused rather than given the default
+# of transformers' configuration class (the shape of a different, reference model).
+_SHAPE_KEYS = frozenset(
+    {
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "intermediate_size",
+        "vocab_size",
+        "moe_intermediate_size",
+        "num_experts",
+        "num_local_experts",
+        "num_experts_per_tok",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "qk_nope_head_dim",
+        "v_head_dim",
+    }
+)
+
 # Alternative key names used by some families' config.json files (old Falcon checkpoints).
 _KEY_ALIASES = {
     "num_hidden_layers": ("n_layer", "num_layers"),
@@ -164,6 +184,7 @@ class _Reader:
         self.model_type = model_type
         self.source = source
         self.defaults = FAMILY_DEFAULTS.get(model_type, {})
+        self.applied: list[str] = []  # transformers defaults taken for absent keys
 
     def has(self, key: str) -> bool:
         return key in self.config or key in self.defaults
@@ -182,8 +203,12 @@ class _Reader:
                 return self.config[alias]
         if self.defaults.get(key) is not None:
             return self.defaults[key]
-        fallback = transformers_default(self.model_type, key)
+        fallback = None if key in _SHAPE_KEYS else transformers_default(self.model_type, key)
         if fallback is not None:
+            self.applied.append(
+                f"the config lacks '{key}': transformers' default {fallback!r} for "
+                f"model_type '{self.model_type}' is applied"
+            )
             return fallback
         raise ModelError(
             f"config of {self.source} lacks required key '{key}' "
@@ -407,10 +432,16 @@ def architecture_from_hf_config(
         raise ModelError(f"config of {source} lacks required key 'model_type'")
     top_type = config.get("model_type")
     multimodal = "text_config" in config and top_type != model_type
+    whole_failed = ""
     if model_type not in HAND_MODELLED or (multimodal and whole_model):
         from vramtui.models.derived_arch import derived_architecture
 
-        return derived_architecture(config, model_id, source)
+        try:
+            return derived_architecture(config, model_id, source)
+        except ModelError as exc:
+            if model_type not in HAND_MODELLED:
+                raise
+            whole_failed = f" (the whole model could not be derived: {exc})"
     arch = _hand_modelled(text, model_type, model_id, source)
     if multimodal:
         towers = [
@@ -424,8 +455,11 @@ def architecture_from_hf_config(
         arch = replace(
             arch,
             ledger_notes=(
-                f"{top_type}: only the text model ({model_type}) is counted; the {what} "
-                "encoder's weights and activations are not itemised",
+                *arch.ledger_notes,
+                (
+                    f"{top_type}: only the text model ({model_type}) is counted; the {what} "
+                    f"encoder's weights and activations are not itemised{whole_failed}"
+                ),
             ),
         )
     return arch
@@ -499,4 +533,5 @@ def _hand_modelled(text: dict, model_type: str, model_id: str, source: str) -> A
         quantization_config=dict(quant) if isinstance(quant, dict) else None,
         source=source,
         config=text,
+        ledger_notes=tuple(dict.fromkeys(r.applied)),
     )
