@@ -17,13 +17,26 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # the discard port: refused at once
 
 
+@pytest.fixture(scope="session")
+def session_cache_dir(tmp_path_factory):
+    """One cache directory for the whole run (derived model structures are cached there)."""
+    return tmp_path_factory.mktemp("user-cache")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_user_dirs(tmp_path_factory, monkeypatch):
+def _isolated_user_dirs(tmp_path_factory, monkeypatch, session_cache_dir):
     """Tests never read or write the real user's config, state or cache directories."""
     root = tmp_path_factory.mktemp("user-dirs")
     monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(root / "config"))
     monkeypatch.setenv("VRAMTUI_STATE_DIR", str(root / "state"))
-    monkeypatch.setenv("VRAMTUI_CACHE_DIR", str(root / "cache"))
+    # A fresh cache per test (what the Hub fetch cached must not leak between tests), except
+    # the structures derived with transformers: shared by the whole run, as they are slow to
+    # build and depend only on the config.
+    cache = root / "cache"
+    cache.mkdir()
+    (session_cache_dir / "derived").mkdir(exist_ok=True)
+    (cache / "derived").symlink_to(session_cache_dir / "derived", target_is_directory=True)
+    monkeypatch.setenv("VRAMTUI_CACHE_DIR", str(cache))
     monkeypatch.setenv("HF_HOME", str(root / "hf-home"))
 
 

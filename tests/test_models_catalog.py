@@ -185,7 +185,8 @@ def test_missing_required_key_names_key_and_file():
     assert "/models/x/config.json" in str(info.value)
 
 
-def test_unknown_family_without_tie_key_raises():
+def test_unknown_family_is_refused_not_guessed_as_llama(tmp_path, monkeypatch):
+    monkeypatch.setenv("VRAMTUI_CACHE_DIR", str(tmp_path))
     config = {
         "model_type": "acme",
         "hidden_size": 64,
@@ -195,7 +196,7 @@ def test_unknown_family_without_tie_key_raises():
         "vocab_size": 100,
         "max_position_embeddings": 128,
     }
-    with pytest.raises(ModelError, match="tie_word_embeddings"):
+    with pytest.raises(ModelError, match="model_type 'acme'.*--params N"):
         architecture_from_hf_config(config, "acme/x", "config.json")
 
 

@@ -1565,8 +1565,8 @@ def validate_against_architecture(spec: Spec, arch: Architecture, source: str = 
     if lora is None or lora.targets == (ALL_LINEAR,):
         return
     modules = arch.modules()
-    linear = sorted({m.name for m in modules if m.is_nn_linear})
-    other = {m.name: m for m in modules if not m.is_nn_linear}
+    linear = sorted({m.name for m in modules if m.lora_adaptable})
+    other = {m.name: m for m in modules if not m.lora_adaptable}
     for target in lora.targets:
         leaf = target.rsplit(".", 1)[-1]
         if leaf in linear:

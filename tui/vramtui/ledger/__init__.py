@@ -67,7 +67,7 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
             "separate memories: each holds a full replica with the spec's batch"
         )
     if arch is not None:
-        notes.insert(0, f"architecture from {arch.source}")
+        notes[:0] = architecture_notes(arch)
     stored_note = _stored_format_note(spec, arch)
     if stored_note:
         notes.append(stored_note)
@@ -83,6 +83,16 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
         notes=tuple(notes),
         measurements=tuple(stage_measurements),
     )
+
+
+def architecture_notes(arch) -> list[str]:
+    """Where the architecture came from, how its structure was obtained when it is not
+    hand-modelled, and what the ledger cannot itemise for its family."""
+    out = [f"architecture from {arch.source}"]
+    if not arch.is_hand_modelled:
+        out.append(f"structure of {arch.model_type}: {arch.structure}")
+    out += [f"{arch.model_type}: {n}" for n in arch.ledger_notes]
+    return out
 
 
 def _stored_format_note(spec, arch) -> str:

@@ -143,6 +143,18 @@ def inference_items(ctx: LedgerContext) -> list[LedgerItem]:
             ),
             _unknown("logits.inference", "Logits", "logits", ("prefill", "decode"), BARE),
         ]
+    if ctx.arch.activation_unknown:
+        why = f"not itemised: {ctx.arch.activation_unknown}"
+        return [
+            _unknown(
+                "activations.inference",
+                "Activations (prefill/decode working set)",
+                "activations",
+                ("prefill", "decode"),
+                why,
+            ),
+            _unknown("logits.inference", "Logits", "logits", ("prefill", "decode"), why),
+        ]
     spec = ctx.spec
     arch = ctx.arch
     conc = spec.batch.concurrency
@@ -650,21 +662,22 @@ def validation_walk(ctx: LedgerContext, sv: TrainingSaved) -> Walk | None:
 
 def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     act_stages = ("forward", "backward")
-    if ctx.arch is None:
+    if ctx.arch is None or ctx.arch.activation_unknown:
+        why = BARE if ctx.arch is None else f"not itemised: {ctx.arch.activation_unknown}"
         return [
             _unknown(
                 "activations.training",
                 "Activations saved for backward",
                 "activations",
                 act_stages,
-                BARE,
+                why,
             ),
             _unknown(
                 "logits.training",
                 "Logits and loss buffers",
                 "logits",
                 ("forward", "backward", "validation"),
-                BARE,
+                why,
             ),
         ]
     spec = ctx.spec

@@ -45,10 +45,19 @@ def kv_layer_bytes_per_token(ctx: LedgerContext) -> tuple[list[int], str]:
         f"2 (K,V) x {arch.num_kv_heads} KV heads x head_dim {arch.head_dim} x {kv_bytes} B "
         f"= {per:,} B per layer per token"
     )
-    return [per] * arch.num_layers, why
+    kinds = arch.layer_attention or ("full",) * arch.num_layers
+    without = sum(1 for k in kinds if k == "none")
+    if without:
+        why += (
+            f" on the {arch.num_layers - without} attention layers only ({without} of "
+            f"{arch.num_layers} layers keep no KV cache)"
+        )
+    return [0 if k == "none" else per for k in kinds], why
 
 
 def _tokens_held(tokens: int, layer_kind: str, window: int | None, block: int) -> int:
+    if layer_kind == "none":
+        return 0
     held = min(tokens, window) if (layer_kind == "sliding" and window) else tokens
     if block > 0:
         held = math.ceil(held / block) * block
@@ -86,6 +95,20 @@ def kv_items(ctx: LedgerContext) -> list[LedgerItem]:
             )
         ]
     arch = ctx.arch
+    if arch.kv_unknown:
+        return [
+            LedgerItem(
+                key="kv_cache",
+                name="KV cache",
+                category="kv_cache",
+                status=UNKNOWN,
+                basis=f"not itemised: {arch.kv_unknown}",
+                stages=("prefill", "decode"),
+            )
+        ]
+    state = _state_items(ctx)
+    if arch.layer_attention and all(k == "none" for k in arch.layer_attention):
+        return state  # no attention layer: no KV cache at all
     prompt = spec.lengths.prompt_tokens
     context = spec.lengths.prompt_tokens + spec.lengths.generated_tokens
     prefill_bytes, _ = kv_cache_bytes(ctx, prompt)
@@ -138,6 +161,61 @@ def kv_items(ctx: LedgerContext) -> list[LedgerItem]:
             basis=UnitText("; ").join(parts),
             stages=("prefill", "decode"),
             stage_bytes={"prefill": prefill_bytes, "decode": decode_bytes},
+            distribution=dist,
+        )
+    ] + state
+
+
+def _state_items(ctx: LedgerContext) -> list[LedgerItem]:
+    """The fixed-size state of state-space / linear-attention layers (no growth with length)."""
+    arch = ctx.arch
+    layers_without_kv = sum(1 for k in arch.layer_attention if k == "none")
+    state = arch.state
+    stages = ("prefill", "decode")
+    if state is None:
+        if not layers_without_kv or not any(
+            "state" in n or "linear-attention" in n for n in arch.ledger_notes
+        ):
+            return []
+        return [
+            LedgerItem(
+                key="recurrent_state",
+                name="State-space / linear-attention state",
+                category="kv_cache",
+                status=UNKNOWN,
+                basis=f"{layers_without_kv} layers of {arch.model_type} hold a fixed-size state "
+                "instead of a KV cache; vramtui does not work out its size for this family",
+                stages=stages,
+            )
+        ]
+    b = ctx.act_bytes
+    conc = ctx.spec.batch.concurrency
+    per_seq = state.layers * (state.conv_elems + state.ssm_elems) * b
+    total = per_seq * conc
+    kinds = arch.layer_attention or ("none",) * arch.num_layers
+    weights = [1 if k == "none" else 0 for k in kinds]
+    if not any(weights):  # state beside attention in every layer (Falcon-H1)
+        weights = [1] * arch.num_layers
+    dist = distribution(
+        ctx.layout,
+        stage_fractions=layer_fractions(weights, ctx.pp),
+        tp_share=Fraction(1, ctx.tp),
+    )
+    return [
+        LedgerItem(
+            key="recurrent_state",
+            name=f"State-space / linear-attention state ({ctx.compute_dtype})",
+            category="kv_cache",
+            status=ESTIMATED,
+            basis=UnitText(
+                f"{state.layers} layers x ({state.why} = "
+                f"{state.conv_elems + state.ssm_elems:,} elements) x {b} B = {per_seq:,} B per "
+                f"sequence x {conc} concurrent sequence(s) = {total:,} B (",
+                Figure(total, gib_in_bytes_mode=True),
+                "); fixed size: it does not grow with the context",
+            ),
+            stages=stages,
+            stage_bytes={"prefill": total, "decode": total},
             distribution=dist,
         )
     ]

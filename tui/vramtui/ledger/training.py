@@ -29,13 +29,14 @@ class Trainable:
 
 
 def lora_modules(ctx: LedgerContext):
-    """The nn.Linear modules a LoRA config adapts (PEFT's matching on leaf names)."""
+    """The nn.Linear (and GPT-2 Conv1D) modules a LoRA config adapts (PEFT's matching on leaf
+    names)."""
     lora = ctx.spec.task.lora
     # A dotted target ("self_attn.q_proj") matches on its leaf name, as the spec documents.
     targets = {t.rsplit(".", 1)[-1] for t in lora.targets}
     out = []
     for m in ctx.arch.modules():
-        if m.kind != "linear" or not m.is_nn_linear:
+        if m.kind != "linear" or not m.lora_adaptable:
             continue
         if "all-linear" in targets:
             if m.group != "lm_head":

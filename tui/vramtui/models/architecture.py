@@ -34,6 +34,14 @@ class ModuleShape:
     out_features: int = 0
     has_bias: bool = False
     is_nn_linear: bool = False
+    # transformers' Conv1D (GPT-2 family): a linear layer stored transposed. PEFT adapts it;
+    # bitsandbytes does not quantise it.
+    is_conv1d: bool = False
+
+    @property
+    def lora_adaptable(self) -> bool:
+        """PEFT's LoRA wraps nn.Linear and transformers' Conv1D."""
+        return self.is_nn_linear or self.is_conv1d
 
     @property
     def total_params(self) -> int:
@@ -72,20 +80,40 @@ class Architecture:
     moe_intermediate_size: int = 0  # per routed expert
     shared_expert_intermediate_size: int = 0  # total width of the shared expert(s), 0 if none
     moe_layers: tuple[bool, ...] = ()  # per layer: True where the MLP is MoE
-    # Attention layout per layer: "full" or "sliding"
+    # Attention layout per layer: "full", "sliding", or "none" (a layer with no KV cache: a
+    # state-space / linear-attention or cross-attention layer)
     layer_attention: tuple[str, ...] = ()
     sliding_window: int | None = None
     mla: MLA | None = None
     quantization_config: dict | None = None  # as the checkpoint's config.json declares it
     source: str = ""  # where these facts came from (catalogue file, config.json path)
     config: dict = field(default_factory=dict, compare=False, repr=False)  # the raw text config
+    # How the module structure was obtained: HAND_MODELLED (vramtui.models.structure) or the
+    # label of a derivation from transformers (vramtui.models.derive).
+    structure: str = "hand-modelled"
+    # What the ledger cannot itemise for this family, each a sentence shown with the estimate.
+    ledger_notes: tuple[str, ...] = ()
+    # Set when the activation formulas do not apply (the reason); the items are then unknown.
+    activation_unknown: str = ""
+    # Set when the KV cache cannot be worked out (the reason); the item is then unknown.
+    kv_unknown: str = ""
+    # Fixed-size per-sequence state of state-space / linear-attention layers (RecurrentState).
+    state: object | None = None
+    # The derived structure (vramtui.models.derive.DerivedStructure) of a family not hand-modelled.
+    derived: object | None = field(default=None, compare=False, repr=False)
 
     def modules(self) -> list[ModuleShape]:
         """Every parameter-holding module (a fresh list; the shapes are derived once)."""
         return list(self._modules)
 
+    @property
+    def is_hand_modelled(self) -> bool:
+        return self.derived is None
+
     @cached_property
     def _modules(self) -> tuple[ModuleShape, ...]:
+        if self.derived is not None:
+            return tuple(self.derived.modules)
         from vramtui.models.structure import modules_of
 
         return tuple(modules_of(self))

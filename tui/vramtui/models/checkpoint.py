@@ -479,7 +479,10 @@ def load_local_model(
     from vramtui.models.hf_config import architecture_from_hf_config
 
     arch = architecture_from_hf_config(
-        cfg, model_id=str(model_id), source=source or f"{directory}/config.json"
+        cfg,
+        model_id=str(model_id),
+        source=source or f"{directory}/config.json",
+        whole_model=True,
     )
     if weights_optional and not _all_shards_present(directory):
         return arch, None

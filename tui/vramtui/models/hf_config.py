@@ -148,6 +148,26 @@ _LIMITS: dict[str, tuple[int, int]] = {
     "v_head_dim": (0, limits.MAX_HIDDEN),
 }
 
+# Sizes that define the model: a config lacking one is refused rather than given the default
+# of transformers' configuration class (the shape of a different, reference model).
+_SHAPE_KEYS = frozenset(
+    {
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "intermediate_size",
+        "vocab_size",
+        "moe_intermediate_size",
+        "num_experts",
+        "num_local_experts",
+        "num_experts_per_tok",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "qk_nope_head_dim",
+        "v_head_dim",
+    }
+)
+
 # Alternative key names used by some families' config.json files (old Falcon checkpoints).
 _KEY_ALIASES = {
     "num_hidden_layers": ("n_layer", "num_layers"),
@@ -164,6 +184,7 @@ class _Reader:
         self.model_type = model_type
         self.source = source
         self.defaults = FAMILY_DEFAULTS.get(model_type, {})
+        self.applied: list[str] = []  # transformers defaults taken for absent keys
 
     def has(self, key: str) -> bool:
         return key in self.config or key in self.defaults
@@ -182,6 +203,13 @@ class _Reader:
                 return self.config[alias]
         if self.defaults.get(key) is not None:
             return self.defaults[key]
+        fallback = None if key in _SHAPE_KEYS else transformers_default(self.model_type, key)
+        if fallback is not None:
+            self.applied.append(
+                f"the config lacks '{key}': transformers' default {fallback!r} for "
+                f"model_type '{self.model_type}' is applied"
+            )
+            return fallback
         raise ModelError(
             f"config of {self.source} lacks required key '{key}' "
             f"(model_type '{self.model_type}'); add it to the config or pass --params N"
@@ -224,6 +252,22 @@ class _Reader:
                 f"config of {self.source}: key '{key}' must be true or false, got {value!r}"
             )
         return value
+
+
+def transformers_default(model_type: str, key: str) -> Any:
+    """The default transformers' configuration class of `model_type` gives `key`, or None.
+
+    Asked only when a config lacks a key vramtui has no documented default for, so a complete
+    config (every catalogue entry) never imports transformers.
+    """
+    try:
+        import transformers
+
+        cls = transformers.CONFIG_MAPPING[model_type]
+        value = getattr(cls(), key, None)
+    except Exception:  # noqa: BLE001 - not installed, unknown family, a class that will not build
+        return None
+    return value if isinstance(value, (bool, int, float, str)) else None
 
 
 def _shown(value: Any) -> str:
@@ -370,12 +414,58 @@ def _kv_heads(r: _Reader, heads: int) -> int:
     return r.get_int("num_key_value_heads", heads)
 
 
-def architecture_from_hf_config(config: dict, model_id: str, source: str) -> Architecture:
-    """An `Architecture` from a Hugging Face config.json dict (nested `text_config` allowed)."""
+def architecture_from_hf_config(
+    config: dict, model_id: str, source: str, *, whole_model: bool = False
+) -> Architecture:
+    """An `Architecture` from a Hugging Face config.json dict (nested `text_config` allowed).
+
+    A text model_type in `structure.HAND_MODELLED` is read by the rules below; any other is
+    derived from transformers on the meta device (`vramtui.models.derive`) and labelled so.
+    A multimodal config whose text model is hand-modelled sizes the text model only (and says
+    so), unless `whole_model` asks for the whole model, derived.
+    """
+    from vramtui.models.structure import HAND_MODELLED
+
     text = text_config_of(config, source)
     model_type = text.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise ModelError(f"config of {source} lacks required key 'model_type'")
+    top_type = config.get("model_type")
+    multimodal = "text_config" in config and top_type != model_type
+    whole_failed = ""
+    if model_type not in HAND_MODELLED or (multimodal and whole_model):
+        from vramtui.models.derived_arch import derived_architecture
+
+        try:
+            return derived_architecture(config, model_id, source)
+        except ModelError as exc:
+            if model_type not in HAND_MODELLED:
+                raise
+            whole_failed = f" (the whole model could not be derived: {exc})"
+    arch = _hand_modelled(text, model_type, model_id, source)
+    if multimodal:
+        towers = [
+            str((config.get(k) or {}).get("model_type") or k.removesuffix("_config"))
+            for k in ("vision_config", "audio_config")
+            if isinstance(config.get(k), dict)
+        ]
+        what = " and ".join(towers) or "non-text"
+        from dataclasses import replace
+
+        arch = replace(
+            arch,
+            ledger_notes=(
+                *arch.ledger_notes,
+                (
+                    f"{top_type}: only the text model ({model_type}) is counted; the {what} "
+                    f"encoder's weights and activations are not itemised{whole_failed}"
+                ),
+            ),
+        )
+    return arch
+
+
+def _hand_modelled(text: dict, model_type: str, model_id: str, source: str) -> Architecture:
     r = _Reader(text, model_type, source)
 
     num_layers = r.require_int("num_hidden_layers")
@@ -443,4 +533,5 @@ def architecture_from_hf_config(config: dict, model_id: str, source: str) -> Arc
         quantization_config=dict(quant) if isinstance(quant, dict) else None,
         source=source,
         config=text,
+        ledger_notes=tuple(dict.fromkeys(r.applied)),
     )

@@ -6,13 +6,35 @@ with its count over the whole model. Leaf names are the Hugging Face ones (`q_pr
 below were checked by building each family on the meta device and reading
 `named_parameters()` (tests/test_models_catalog.py keeps checking it).
 
-Families not listed are treated as Llama-like (q/k/v/o, gate/up/down, two RMSNorms per layer),
-which is what most recent decoder-only models are.
+Only the families in `HAND_MODELLED` are modelled here. Every other `model_type` is derived
+from transformers on the meta device (`vramtui.models.derive`) and labelled so: no family is
+itemised under another family's formulas.
 """
 
 from __future__ import annotations
 
 from vramtui.models.architecture import Architecture, ModuleShape
+
+# The model_types whose structure this module writes out (each checked against transformers by
+# tests/test_models_catalog.py and tests/test_model_families.py).
+HAND_MODELLED = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "falcon",
+        "deepseek_v2",
+        "deepseek_v3",
+        "gpt_oss",
+    }
+)
 
 _QK_NORM_FAMILIES = ("qwen3", "qwen3_moe", "gemma3_text")
 _FOUR_NORM_FAMILIES = ("gemma2", "gemma3_text")
@@ -239,6 +261,8 @@ def _falcon(arch: Architecture) -> list[ModuleShape]:
 
 def modules_of(arch: Architecture) -> list[ModuleShape]:
     """Every parameter-holding module kind of `arch`, with its count in the whole model."""
+    if arch.model_type not in HAND_MODELLED:
+        raise ValueError(f"model_type {arch.model_type!r} is not hand-modelled")
     if arch.model_type == "falcon":
         return _falcon(arch)
     h, n = arch.hidden_size, arch.num_layers
