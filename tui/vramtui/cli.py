@@ -577,12 +577,28 @@ def cmd_shortlist(args) -> int:
     sl = shortlist(
         spec, est, catalog, arch=arch, days=args.days, today=today, checkpoint=checkpoint
     )
+    ranking = None
+    if getattr(args, "allow_one_change", False):
+        from vramtui.shortlist_one_change import rank_with_one_change
+
+        ranking = rank_with_one_change(
+            spec, sl, catalog, arch=arch, days=args.days, today=today, checkpoint=checkpoint
+        )
     if args.json:
-        _print_json(shortlist_to_dict(sl))
+        data = shortlist_to_dict(sl)
+        if ranking is not None:
+            from vramtui.shortlist_one_change import one_change_to_dict
+
+            data["one_change"] = one_change_to_dict(ranking)
+        _print_json(data)
         return 0
     from vramtui.render import print_renderable, shortlist_renderable
 
     print_renderable(shortlist_renderable(sl, est, args.units, args.detail))
+    if ranking is not None:
+        from vramtui.shortlist_one_change import one_change_renderable
+
+        print_renderable(one_change_renderable(ranking, args.units))
     return 0
 
 

@@ -75,15 +75,19 @@ def _cost(spec, result: KnobResult, new) -> tuple[str, str, bool]:
     if k.key == "concurrency":
         return (
             f"concurrency {shown_old} -> {shown_new}",
-            f"lower throughput; coverage: the spec requires {shown_old} sequences in flight "
-            "(or add replicas)",
+            (
+                f"lower throughput; coverage: the spec requires {shown_old} sequences in flight "
+                "(or add replicas)"
+            ),
             False,
         )
     if k.key == "context":
         return (
             f"context (max_model_len) {shown_old} -> {shown_new} tokens",
-            f"coverage: the required length is {shown_old} tokens; a shorter window does not "
-            "validate the announced workload",
+            (
+                f"coverage: the required length is {shown_old} tokens; a shorter window does not "
+                "validate the announced workload"
+            ),
             False,
         )
     if k.key == "seq_len":
@@ -118,8 +122,10 @@ def _cost(spec, result: KnobResult, new) -> tuple[str, str, bool]:
     if k.key == "gpus":
         return (
             f"{shown_old} -> {shown_new} GPUs ({k.note.split('(')[-1].rstrip(')')})",
-            "no quality cost; more cards to rent, inter-GPU traffic: check the interconnect "
-            "(NVLink or PCIe)",
+            (
+                "no quality cost; more cards to rent, inter-GPU traffic: check the interconnect "
+                "(NVLink or PCIe)"
+            ),
             True,
         )
     return f"{k.label} {shown_old} -> {shown_new}", "", True
@@ -281,8 +287,10 @@ def card_free_changes(spec, arch) -> list[tuple[str, str, str, dict]]:
                 out.append(
                     (
                         "micro_batch",
-                        f"micro-batch {b.micro_batch} -> {new} with gradient accumulation "
-                        f"{b.grad_accum} -> {acc}",
+                        (
+                            f"micro-batch {b.micro_batch} -> {new} with gradient accumulation "
+                            f"{b.grad_accum} -> {acc}"
+                        ),
                         f"same effective batch ({effective}), slower",
                         {"batch.micro_batch": new, "batch.grad_accum": acc},
                     )
@@ -292,7 +300,7 @@ def card_free_changes(spec, arch) -> list[tuple[str, str, str, dict]]:
             ("selective", "no quality cost; some recompute per step"),
             ("full", "no quality cost; about a third more compute per step"),
         ):
-            if ckpt != new and not (ckpt == "full"):
+            if ckpt != new and ckpt != "full":
                 out.append(
                     (
                         "activation",

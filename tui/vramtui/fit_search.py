@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from vramtui.errors import VramtuiError
 from vramtui.fit_capacity import CANNOT_TELL, FITS, OVER, Capacity, Margin, Verdict, judge
 from vramtui.ledger import estimate
-from vramtui.limits import MAX_BATCH, MAX_GPUS, MAX_LORA_RANK, MAX_SEQ_TOKENS
+from vramtui.limits import MAX_BATCH, MAX_LORA_RANK, MAX_SEQ_TOKENS
 from vramtui.triage.single_change import edit_spec
 from vramtui.unit_text import Figure, UnitText
 
