@@ -277,8 +277,14 @@ def knobs_for(spec, arch) -> tuple[list[Knob], list[str]]:
     if spec.task.kind == "qlora":
         notes.append("weight format: QLoRA is NF4 by definition (another format is LoRA)")
     else:
+        if fmt in ("bf16", "fp16"):
+            sixteen_w = fmt
+        elif arch is not None and getattr(arch, "default_dtype", None) in ("bf16", "fp16"):
+            sixteen_w = arch.default_dtype
+        else:
+            sixteen_w = "bf16"
         choices = (
-            ("fp32", "bf16", "fp16") if training else ("fp32", "bf16", "fp16", "fp8", "int8", "nf4")
+            ("fp32", sixteen_w) if training else ("fp32", sixteen_w, "fp8", "int8", "nf4")
         )
         if fmt not in choices:
             notes.append(
