@@ -267,7 +267,7 @@ def test_cli_fit_bad_input_is_one_line(argv, words, capsys):
 
 
 def test_cli_fit_dry_run_without_the_extra_says_so_in_one_line(monkeypatch, capsys):
-    import vramtui.dryrun.build as build
+    from vramtui.dryrun import build
     from vramtui.dryrun.errors import missing_extra
 
     def no_torch():

@@ -238,7 +238,7 @@ def judge(peak: int, stage: str, capacity: Capacity, margin: Margin, unknown=())
         peak,
         stage,
         allowed,
-        UnitText("fits with ", Figure(allowed - peak), " to spare: ", words),
+        UnitText(Figure(allowed - peak), " to spare: ", words),
     )
 
 

@@ -9,7 +9,7 @@ from rich.text import Text
 from vramtui.fit_capacity import CANNOT_TELL, FITS, OVER, VERDICT_WORDS
 from vramtui.ledger.items import STAGE_LABELS
 from vramtui.unit_text import in_unit
-from vramtui.units import format_bytes
+from vramtui.units import format_bytes, format_bytes_readable
 
 STATUS_STYLE = {FITS: "green", OVER: "red", CANNOT_TELL: "yellow"}
 
@@ -30,7 +30,7 @@ def result_cells(r, unit: str) -> tuple[str, str, str, str, str]:
     best = k.show(r.best.value) if r.best is not None else "none"
     nxt = k.show(r.next_up.value) if r.next_up is not None else "-"
     over = r.overflow_bytes
-    overflow = f"+{format_bytes(over, unit)}" if over is not None else "-"
+    overflow = f"+{format_bytes_readable(over, unit)}" if over is not None else "-"
     words = VERDICT_WORDS.get(r.status, r.status)
     return best, _stage(r.binding_stage), nxt, overflow, words
 

@@ -283,9 +283,7 @@ def knobs_for(spec, arch) -> tuple[list[Knob], list[str]]:
             sixteen_w = arch.default_dtype
         else:
             sixteen_w = "bf16"
-        choices = (
-            ("fp32", sixteen_w) if training else ("fp32", sixteen_w, "fp8", "int8", "nf4")
-        )
+        choices = ("fp32", sixteen_w) if training else ("fp32", sixteen_w, "fp8", "int8", "nf4")
         if fmt not in choices:
             notes.append(
                 f"weight format: the spec's {fmt} is compared with the formats in the scan "

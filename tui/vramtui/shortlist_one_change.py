@@ -77,7 +77,7 @@ def rank_with_one_change(
     for change in changes:
         if not waiting:
             break
-        group, words, cost, edits = change
+        _group, words, _cost, edits = change
         after = edit_spec(spec, edits)
         if after is None:
             continue
