@@ -91,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--today", metavar="YYYY-MM-DD", help="plan from this date (default: today)")
     sl.add_argument("--detail", metavar="OFFER_ID", help="show one candidate's evidence")
     sl.add_argument("--json", action="store_true", help="machine-readable output (bytes)")
+    sl.add_argument(
+        "--allow-one-change",
+        action="store_true",
+        help="also rank offers that fit after one single change that keeps the length, "
+        "concurrency and effective batch (KV cache in fp8, a smaller micro-batch with more "
+        "accumulation...), the change named beside each",
+    )
 
     app = sub.add_parser(
         "app",
@@ -177,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     of.add_argument("--catalog", metavar="DIR", help="a catalogue directory (gpus/, offers/)")
 
     _add_watch_parser(sub)
+
+    from vramtui.fit_command import add_fit_parsers
+
+    add_fit_parsers(sub, _add_spec_args)
 
     from vramtui.measure.command import add_measure_parser
 
@@ -333,6 +344,8 @@ COMMANDS = (
     "watch",
     "measure",
     "sheet",
+    "fit",
+    "check",
 )
 
 
@@ -365,6 +378,14 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_watch(args, open_app=_watch_app)
         if args.command == "offers":
             return cmd_offers(args)
+        if args.command == "fit":
+            from vramtui.fit_command import cmd_fit
+
+            return cmd_fit(args)
+        if args.command == "check":
+            from vramtui.fit_command import cmd_check
+
+            return cmd_check(args)
         if args.command == "sheet":
             from vramtui.sheet.command import cmd_sheet
 
@@ -556,12 +577,28 @@ def cmd_shortlist(args) -> int:
     sl = shortlist(
         spec, est, catalog, arch=arch, days=args.days, today=today, checkpoint=checkpoint
     )
+    ranking = None
+    if getattr(args, "allow_one_change", False):
+        from vramtui.shortlist_one_change import rank_with_one_change
+
+        ranking = rank_with_one_change(
+            spec, sl, catalog, arch=arch, days=args.days, today=today, checkpoint=checkpoint
+        )
     if args.json:
-        _print_json(shortlist_to_dict(sl))
+        data = shortlist_to_dict(sl)
+        if ranking is not None:
+            from vramtui.shortlist_one_change import one_change_to_dict
+
+            data["one_change"] = one_change_to_dict(ranking)
+        _print_json(data)
         return 0
     from vramtui.render import print_renderable, shortlist_renderable
 
     print_renderable(shortlist_renderable(sl, est, args.units, args.detail))
+    if ranking is not None:
+        from vramtui.shortlist_one_change import one_change_renderable
+
+        print_renderable(one_change_renderable(ranking, args.units))
     return 0
 
 
