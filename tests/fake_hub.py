@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "hub_configs"
-_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "U8": 1}
+_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "U8": 1, "I8": 1, "F8_E4M3": 1}
 
 
 # --- safetensors headers ------------------------------------------------------------------------
