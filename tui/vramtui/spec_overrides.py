@@ -68,6 +68,8 @@ def apply_overrides(spec: Spec, args) -> Spec:
     put("runtime", "kv_cache_dtype", args.kv_dtype)
     put("runtime", "attention", args.attention)
     put("runtime", "engine", args.engine)
+    if ("llama_cpp" in d) and (training or d["runtime"].get("engine") != "llama.cpp"):
+        d.pop("llama_cpp")  # llama.cpp's settings mean nothing to another engine or training
     if args.seq is not None:
         put("lengths", "seq_len" if training else "prompt_tokens", args.seq)
     put("lengths", "generated_tokens", args.generate)
