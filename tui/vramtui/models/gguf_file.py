@@ -405,21 +405,24 @@ def _module_of(t: GgufTensor) -> tuple[str, str, str]:
     """(leaf name, kind, group) of a tensor, by llama.cpp's tensor names."""
     parts = t.name.split(".")
     leaf = parts[2] if t.layer is not None and len(parts) > 2 else parts[0]
+    matrix = len(t.shape) >= 2
     if leaf == "token_embd":
         return leaf, "embedding", "embedding"
+    if leaf.endswith(_NORM_SUFFIX):
+        return leaf, "norm", "norm"
     if leaf == "output":
-        return leaf, "linear", "lm_head"
-    if leaf.endswith(_NORM_SUFFIX) or len(t.shape) == 1:
-        return leaf, "norm" if leaf.endswith(_NORM_SUFFIX) else "other", "norm" if leaf.endswith(_NORM_SUFFIX) else "other"
-    if leaf == "ffn_gate_inp":
-        return leaf, "linear", "router"
-    if leaf.endswith("_exps"):
-        return leaf, "linear", "experts"
-    if leaf.startswith("ffn_"):
-        return leaf, "linear", "mlp"
-    if leaf.startswith("attn_"):
-        return leaf, "linear", "attention"
-    return leaf, "other", "other"
+        group = "lm_head"
+    elif leaf == "ffn_gate_inp":
+        group = "router"
+    elif leaf.endswith("_exps"):
+        group = "experts"
+    elif leaf.startswith("ffn_"):
+        group = "mlp"
+    elif leaf.startswith("attn_"):
+        group = "attention"
+    else:
+        return leaf, "other", "other"
+    return leaf, "linear" if matrix else "other", group
 
 
 @dataclass(frozen=True)
@@ -427,6 +430,7 @@ class GgufStructure:
     """The module list read from a GGUF header (Architecture.derived)."""
 
     modules: tuple[ModuleShape, ...]
+    main_type: str = "F16"  # the ggml type holding most of the 2-D weights
 
 
 def modules_from_gguf(model: GgufModel) -> tuple[ModuleShape, ...]:
@@ -543,7 +547,7 @@ def architecture_from_gguf(model: GgufModel, model_id: str = "") -> Architecture
         structure=STRUCTURE_LABEL,
         ledger_notes=tuple(notes),
         kv_unknown=kv_unknown,
-        derived=GgufStructure(modules_from_gguf(model)),
+        derived=GgufStructure(modules_from_gguf(model), model.main_type()),
     )
 
 
@@ -564,3 +568,9 @@ def kv_layout(model: GgufModel) -> list[tuple[int, int]]:
     k_len = md.get(f"{arch}.attention.key_length", n_embd // n_head if n_head else 0)
     v_len = md.get(f"{arch}.attention.value_length", k_len)
     return [(h * k_len, h * v_len) for h in kv]
+
+
+def gguf_main_type(arch: Architecture) -> str | None:
+    """The main ggml type of an Architecture read from a GGUF header, else None."""
+    derived = arch.derived
+    return derived.main_type if isinstance(derived, GgufStructure) else None
