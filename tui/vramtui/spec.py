@@ -1255,7 +1255,9 @@ def _parse_llama_cpp(root: _Table, kind: str) -> LlamaCpp | None:
             if engine != "llama.cpp"
             else f"applies to inference only, but task.kind is '{kind}'"
         )
-        root.forbid("llama_cpp", why, 'remove the [llama_cpp] table or set runtime.engine = "llama.cpp"')
+        root.forbid(
+            "llama_cpp", why, 'remove the [llama_cpp] table or set runtime.engine = "llama.cpp"'
+        )
         return None
     t = root.table("llama_cpp") or _Table({}, "llama_cpp", root.source)
     t.check_keys()
@@ -1289,7 +1291,7 @@ def _parse_llama_cpp(root: _Table, kind: str) -> LlamaCpp | None:
         if value is None:
             raise _fail(
                 f"runtime.kv_cache_dtype '{kv_dtype}' has no llama.cpp cache type ({t.source}); "
-                f'set llama_cpp.{key} (f16, q8_0, q4_0 ...) under [llama_cpp]'
+                f"set llama_cpp.{key} (f16, q8_0, q4_0 ...) under [llama_cpp]"
             )
     if v not in _LLAMA_CPP_FLOAT_CACHE and not fa:
         raise _fail(

@@ -70,7 +70,9 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
             items += inference_items(ctx)
         if llama_cpp:  # no PyTorch allocator, no conversion copy: the context and NCCL only
             items += [
-                i for i in overhead_items(ctx) if i.key in ("overhead.cuda_context", "overhead.nccl")
+                i
+                for i in overhead_items(ctx)
+                if i.key in ("overhead.cuda_context", "overhead.nccl")
             ]
         else:
             items += overhead_items(ctx)

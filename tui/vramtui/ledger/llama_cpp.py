@@ -134,15 +134,18 @@ def gguf_weight_items(ctx: LedgerContext, llama_cpp: bool) -> list[LedgerItem]:
     where = model.describe()
     stages = ctx.stages
     items = []
-    for group in gpu:
-        nbytes = gpu[group]
+    for group, nbytes in gpu.items():
         on_host = host.get(group, 0)
-        mix = ", ".join(f"{k} {v:,} B" for k, v in sorted(types[group].items(), key=lambda kv: -kv[1]))
+        mix = ", ".join(
+            f"{k} {v:,} B" for k, v in sorted(types[group].items(), key=lambda kv: -kv[1])
+        )
         parts = [f"exact stored bytes read from the {where}: {mix}"]
         if group == "lm_head" and tied_copy:
             parts = [
-                f"no output.weight (tied embeddings): llama.cpp loads token_embd again as the "
-                f"output layer on the GPU, {embd_bytes:,} B (exact, from the GGUF header)"
+                (
+                    f"no output.weight (tied embeddings): llama.cpp loads token_embd again as the "
+                    f"output layer on the GPU, {embd_bytes:,} B (exact, from the GGUF header)"
+                )
             ]
         if llama_cpp:
             parts.append(f"placement estimated by llama.cpp's rules ({off.describe()})")
@@ -188,7 +191,11 @@ def offload_weight_items(ctx: LedgerContext, items: list[LedgerItem]) -> list[Le
         elif group == "lm_head":
             share = Fraction(1 if off.output_on_gpu else 0)
         else:
-            per_layer = _per_layer_params(ctx, group) if group in ("experts", "router", "mlp") else [1] * arch.num_layers
+            per_layer = (
+                _per_layer_params(ctx, group)
+                if group in ("experts", "router", "mlp")
+                else [1] * arch.num_layers
+            )
             total = sum(per_layer)
             on = sum(w for i, w in enumerate(per_layer) if off.layer_on_gpu(i))
             share = Fraction(on, total) if total else Fraction(0)
@@ -226,9 +233,7 @@ def host_weight_bytes(ctx: LedgerContext) -> int:
     for t in model.tensors:
         if t.layer is not None:
             total += 0 if off.layer_on_gpu(t.layer) else t.nbytes
-        elif t.name.startswith("token_embd"):
-            total += t.nbytes
-        elif not off.output_on_gpu:
+        elif t.name.startswith("token_embd") or not off.output_on_gpu:
             total += t.nbytes
     return total
 
@@ -341,8 +346,10 @@ def kv_cache_items(ctx: LedgerContext) -> list[LedgerItem]:
     )
     basis = [
         f"{cells} (the whole context is allocated at start-up, for every slot together)",
-        f"per layer per cell: K {k0} values ({ctk}) = {kb0} B + V {v0} values ({ctv}) = "
-        f"{vb0} B, shapes {why}",
+        (
+            f"per layer per cell: K {k0} values ({ctk}) = {kb0} B + V {v0} values ({ctv}) = "
+            f"{vb0} B, shapes {why}"
+        ),
         UnitText(
             f"{size.cells:,} cells x {sum(gpu_rows):,} B over the {off.layers_on_gpu} GPU layer(s)"
             f" of {with_kv} with a cache = {gpu:,} B (",
@@ -411,9 +418,11 @@ def compute_buffer_item(ctx: LedgerContext) -> LedgerItem:
         candidates.append(
             (
                 kq,
-                f"attention scores KQ (no Flash Attention): {size.cells_per_stream:,} cells x "
-                f"{tokens} tokens x {arch.num_attention_heads} heads x 4 B = {kq:,} B (the "
-                "softmax runs in place)",
+                (
+                    f"attention scores KQ (no Flash Attention): {size.cells_per_stream:,} cells x "
+                    f"{tokens} tokens x {arch.num_attention_heads} heads x 4 B = {kq:,} B (the "
+                    "softmax runs in place)"
+                ),
             )
         )
     if off.output_on_gpu:
@@ -427,8 +436,10 @@ def compute_buffer_item(ctx: LedgerContext) -> LedgerItem:
             candidates.append(
                 (
                     ffn,
-                    f"MLP gate and up: 2 x {arch.intermediate_size:,} x {tokens} tokens x 4 B "
-                    f"= {ffn:,} B",
+                    (
+                        f"MLP gate and up: 2 x {arch.intermediate_size:,} x {tokens} tokens x 4 B "
+                        f"= {ffn:,} B"
+                    ),
                 )
             )
         if arch.num_experts and arch.moe_intermediate_size:
@@ -436,8 +447,10 @@ def compute_buffer_item(ctx: LedgerContext) -> LedgerItem:
             candidates.append(
                 (
                     moe,
-                    f"experts gate and up: 2 x {arch.moe_intermediate_size:,} x "
-                    f"{arch.num_experts_per_tok} experts x {tokens} tokens x 4 B = {moe:,} B",
+                    (
+                        f"experts gate and up: 2 x {arch.moe_intermediate_size:,} x "
+                        f"{arch.num_experts_per_tok} experts x {tokens} tokens x 4 B = {moe:,} B"
+                    ),
                 )
             )
     if not candidates:

@@ -41,7 +41,19 @@ GGUF_VERSIONS = (2, 3)
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
 # GGUF metadata value types (gguf.GGUFValueType) -> struct format of a scalar (None: string/array)
-_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_SCALARS = {
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "?",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
 _STRING, _ARRAY = 8, 9
 
 STRUCTURE_LABEL = "read from the GGUF header's tensor list (exact shapes and stored types)"
@@ -281,7 +293,9 @@ def _read_one(path: Path):
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 _check_header(path, buf, size)
     except OSError as exc:
-        raise ModelError(safe_line(f"cannot read GGUF file {path}: {exc.strerror or exc}")) from None
+        raise ModelError(
+            safe_line(f"cannot read GGUF file {path}: {exc.strerror or exc}")
+        ) from None
     try:
         reader = GGUFReader(path, "r")
     except (ValueError, KeyError, IndexError, OverflowError, TypeError) as exc:
@@ -338,7 +352,9 @@ def split_parts(path: Path) -> list[Path]:
                 "(MAX_GGUF_SPLITS); check the file name"
             )
         )
-    parts = [path.with_name(f"{m['stem']}-{i:05d}-of-{m['count']}.gguf") for i in range(1, count + 1)]
+    parts = [
+        path.with_name(f"{m['stem']}-{i:05d}-of-{m['count']}.gguf") for i in range(1, count + 1)
+    ]
     missing = [p.name for p in parts if not p.is_file()]
     if missing:
         raise ModelError(
@@ -475,7 +491,9 @@ def architecture_from_gguf(model: GgufModel, model_id: str = "") -> Architecture
     n_embd = key("embedding_length", required=True)
     if not (isinstance(n_layer, int) and isinstance(n_embd, int) and n_layer > 0 and n_embd > 0):
         raise _bad(path, f"'{arch}.block_count' and '{arch}.embedding_length' must be positive")
-    heads = _per_layer(key("attention.head_count", 0), n_layer, f"{arch}.attention.head_count", path)
+    heads = _per_layer(
+        key("attention.head_count", 0), n_layer, f"{arch}.attention.head_count", path
+    )
     kv_heads = _per_layer(
         key("attention.head_count_kv", key("attention.head_count", 0)),
         n_layer,
@@ -493,10 +511,14 @@ def architecture_from_gguf(model: GgufModel, model_id: str = "") -> Architecture
     vocab = tokens or (embd.shape[1] if embd is not None and len(embd.shape) == 2 else 0)
     if not vocab:
         raise _bad(path, "names no vocabulary (no tokenizer.ggml.tokens, no token_embd.weight)")
-    moe_layers = tuple(
-        any(t.layer == i and t.name.split(".")[2].endswith("_exps") for t in model.tensors)
-        for i in range(n_layer)
-    ) if n_expert else ()
+    moe_layers = (
+        tuple(
+            any(t.layer == i and t.name.split(".")[2].endswith("_exps") for t in model.tensors)
+            for i in range(n_layer)
+        )
+        if n_expert
+        else ()
+    )
     kv_unknown = ""
     notes: list[str] = []
     window = key("attention.sliding_window")
@@ -520,7 +542,9 @@ def architecture_from_gguf(model: GgufModel, model_id: str = "") -> Architecture
     model_type = _MODEL_TYPES.get(arch, arch)
     if arch == "llama" and n_expert:
         model_type = "mixtral"
-    gated = any(t.name.endswith("ffn_gate.weight") or "ffn_gate_exps" in t.name for t in model.tensors)
+    gated = any(
+        t.name.endswith("ffn_gate.weight") or "ffn_gate_exps" in t.name for t in model.tensors
+    )
     name = md.get("general.name")
     label = model_id or (str(name) if name else path.stem)
     return Architecture(
