@@ -476,6 +476,7 @@ def _spec_and_estimate(args, with_checkpoint: bool = False):
             arch,
             keep_weight_format=bool(args.weight_format),
             keep_kv_dtype=bool(args.kv_dtype),
+            keep_engine=bool(args.engine),
         )
     if arch is not None:
         validate_against_architecture(spec, arch, args.spec or "the command line")

@@ -39,6 +39,7 @@ __all__ = [
     "Batch",
     "Headroom",
     "Lengths",
+    "LlamaCpp",
     "LoraConfig",
     "ModelRef",
     "Placement",
@@ -68,7 +69,12 @@ PACKED_FORMATS = ("gptq", "awq")  # bits and group_size apply
 # Formats whose weights an optimiser cannot update in place (full fine-tuning refuses them).
 FROZEN_ONLY_FORMATS = ("int8", "nf4", "fp4", "gptq", "awq", "gguf")
 GPTQ_BITS = (2, 3, 4, 8)
-GGUF_TYPES = ("Q8_0", "Q6_K", "Q5_K", "Q4_K", "Q4_0", "Q3_K", "Q2_K")
+GGUF_TYPES = (
+    "Q8_0", "Q6_K", "Q5_K", "Q4_K", "Q4_0", "Q3_K", "Q2_K",
+    # Less common types a GGUF file can hold (its header gives the exact mix).
+    "F16", "BF16", "F32", "Q5_0", "Q5_1", "Q4_1", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_XXS",
+    "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_M", "IQ1_S", "TQ1_0", "TQ2_0", "MXFP4",
+)  # fmt: skip
 OPTIMIZERS = ("adamw", "adamw_8bit", "sgd", "sgd_momentum", "adafactor")
 # Optimisers whose state dtype is a choice; sgd has no state, adamw_8bit's state is 8-bit by design.
 OPTIMIZERS_WITH_STATE_DTYPE = ("adamw", "sgd_momentum", "adafactor")
@@ -78,6 +84,11 @@ GRAD_CHECKPOINTING = ("none", "full", "selective")
 ATTENTION_IMPLS = ("flash", "sdpa", "eager")
 KV_CACHE_DTYPES = ("fp32", "bf16", "fp16", "fp8")
 ENGINES = ("transformers", "vllm", "tgi", "llama.cpp", "other")
+# llama.cpp's KV cache types (`--cache-type-k/-v`, common/arg.cpp kv_cache_types).
+LLAMA_CPP_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+# llama.cpp's defaults (common/common.h): n_batch 2048, n_ubatch 512, f16 cache.
+LLAMA_CPP_DEFAULT_N_BATCH = 2048
+LLAMA_CPP_DEFAULT_N_UBATCH = 512
 SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp")
 HEADROOM_MODES = ("itemised", "manual")
 ALL_LINEAR = "all-linear"
@@ -95,6 +106,7 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "batch",
         "training",
         "runtime",
+        "llama_cpp",
         "placement",
         "quality",
         "headroom",
@@ -117,6 +129,17 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "grad_checkpointing",
     ),
     "runtime": ("attention", "kv_cache_dtype", "kv_block_tokens", "engine"),
+    "llama_cpp": (
+        "n_ctx",
+        "n_batch",
+        "n_ubatch",
+        "n_parallel",
+        "n_gpu_layers",
+        "cache_type_k",
+        "cache_type_v",
+        "flash_attn",
+        "kv_unified",
+    ),
     "placement": ("gpus", "tensor_parallel", "pipeline_parallel", "data_parallel_sharding"),
     "quality": ("metric", "threshold", "note"),
     "headroom": ("mode", "reserve_gib", "reason", "cuda_context_bytes", "margin_fraction"),
@@ -225,6 +248,10 @@ _EXAMPLES = {
     "training.grad_checkpointing": '"none"',
     "runtime.attention": '"sdpa"',
     "runtime.kv_cache_dtype": '"bf16"',
+    "llama_cpp.n_ctx": "8192",
+    "llama_cpp.cache_type_k": '"q8_0"',
+    "llama_cpp.cache_type_v": '"q8_0"',
+    "llama_cpp.n_gpu_layers": "-1",
     "placement.gpus": "1",
     "quality.metric": '"MMLU 5-shot"',
     "quality.threshold": '">= 0.66"',
@@ -365,6 +392,43 @@ class Runtime:
     kv_cache_dtype: str | None = None  # inference only (required there)
     kv_block_tokens: int | None = None  # inference only: paged KV block size, 0 = contiguous
     engine: str | None = None  # one of ENGINES, recorded for the sheet
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlamaCpp:
+    """llama.cpp's context settings (`[llama_cpp]`, engine "llama.cpp" only), named as its
+    flags are. None: the documented default (docs/spec-format.md), worked out from the rest of
+    the spec where it depends on it (`resolved_*`)."""
+
+    n_ctx: int | None = None  # -c: KV cells for all slots together
+    n_batch: int = LLAMA_CPP_DEFAULT_N_BATCH  # -b: logical batch
+    n_ubatch: int = LLAMA_CPP_DEFAULT_N_UBATCH  # -ub: physical batch (the compute graph's)
+    n_parallel: int | None = None  # -np: slots; default batch.concurrency
+    n_gpu_layers: int = -1  # -ngl: -1 = every layer and the output layer
+    cache_type_k: str | None = None  # -ctk; default from runtime.kv_cache_dtype
+    cache_type_v: str | None = None  # -ctv; default from runtime.kv_cache_dtype
+    flash_attn: bool = True  # -fa; llama.cpp's "auto" turns it on where the GPU supports it
+    kv_unified: bool = False  # --kv-unified: one cache stream shared by every slot
+
+    def slots(self, concurrency: int) -> int:
+        """-np: the slots (sequences served at once); default the spec's concurrency."""
+        return self.n_parallel if self.n_parallel is not None else concurrency
+
+    def context(self, concurrency: int, tokens_per_sequence: int) -> int:
+        """-c as given, else slots x (prompt + generated): what the spec's sequences need."""
+        if self.n_ctx is not None:
+            return self.n_ctx
+        return self.slots(concurrency) * tokens_per_sequence
+
+    def cache_types(self, kv_cache_dtype: str | None) -> tuple[str | None, str | None]:
+        """(-ctk, -ctv): as given, else runtime.kv_cache_dtype's llama.cpp name (None: none)."""
+        default = _LLAMA_CPP_CACHE_OF_DTYPE.get(kv_cache_dtype or "")
+        return self.cache_type_k or default, self.cache_type_v or default
+
+
+_LLAMA_CPP_CACHE_OF_DTYPE = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+# Cache types llama.cpp stores unquantised (a quantised V cache needs Flash Attention).
+_LLAMA_CPP_FLOAT_CACHE = ("f32", "f16", "bf16")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -518,6 +582,7 @@ class Spec:
     training: Training | None = None  # required for training tasks, None for inference
     runtime: Runtime
     placement: Placement
+    llama_cpp: LlamaCpp | None = None  # engine "llama.cpp" only
     quality: tuple[QualityCriterion, ...] = ()
     headroom: Headroom
     campaign: Campaign = Campaign()
@@ -837,6 +902,7 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Spec:
         training=_parse_training(root, kind),
         runtime=_parse_runtime(root, kind),
         placement=_parse_placement(root, kind),
+        llama_cpp=_parse_llama_cpp(root, kind),
         quality=_parse_quality(root),
         headroom=_parse_headroom(root),
         campaign=_parse_campaign(root),
@@ -1179,6 +1245,78 @@ def _parse_runtime(root: _Table, kind: str) -> Runtime:
     return Runtime(
         attention=attention, kv_cache_dtype=kv_dtype, kv_block_tokens=block, engine=engine
     )
+
+
+def _parse_llama_cpp(root: _Table, kind: str) -> LlamaCpp | None:
+    engine = (root.data.get("runtime") or {}).get("engine")
+    if engine != "llama.cpp" or kind != "inference":
+        why = (
+            "applies to runtime.engine 'llama.cpp' only"
+            if engine != "llama.cpp"
+            else f"applies to inference only, but task.kind is '{kind}'"
+        )
+        root.forbid(
+            "llama_cpp", why, 'remove the [llama_cpp] table or set runtime.engine = "llama.cpp"'
+        )
+        return None
+    t = root.table("llama_cpp") or _Table({}, "llama_cpp", root.source)
+    t.check_keys()
+    lim = limits.MAX_SEQ_TOKENS
+    n_ctx = t.integer("n_ctx", minimum=1, maximum=lim)
+    n_batch = _or_default(t.integer("n_batch", minimum=1, maximum=lim), LLAMA_CPP_DEFAULT_N_BATCH)
+    n_ubatch = _or_default(
+        t.integer("n_ubatch", minimum=1, maximum=lim), LLAMA_CPP_DEFAULT_N_UBATCH
+    )
+    n_parallel = t.integer("n_parallel", minimum=1, maximum=limits.MAX_BATCH)
+    ngl = _or_default(t.integer("n_gpu_layers", minimum=-1, maximum=limits.MAX_LAYERS), -1)
+    ctk = t.choice("cache_type_k", LLAMA_CPP_CACHE_TYPES)
+    ctv = t.choice("cache_type_v", LLAMA_CPP_CACHE_TYPES)
+    fa = _or_default(t.boolean("flash_attn"), True)
+    unified = _or_default(t.boolean("kv_unified"), False)
+    out = LlamaCpp(
+        n_ctx=n_ctx,
+        n_batch=n_batch,
+        n_ubatch=n_ubatch,
+        n_parallel=n_parallel,
+        n_gpu_layers=ngl,
+        cache_type_k=ctk,
+        cache_type_v=ctv,
+        flash_attn=fa,
+        kv_unified=unified,
+    )
+    runtime = root.data["runtime"]
+    kv_dtype = runtime.get("kv_cache_dtype")
+    k, v = out.cache_types(kv_dtype)
+    for key, value in (("cache_type_k", k), ("cache_type_v", v)):
+        if value is None:
+            raise _fail(
+                f"runtime.kv_cache_dtype '{kv_dtype}' has no llama.cpp cache type ({t.source}); "
+                f"set llama_cpp.{key} (f16, q8_0, q4_0 ...) under [llama_cpp]"
+            )
+    if v not in _LLAMA_CPP_FLOAT_CACHE and not fa:
+        raise _fail(
+            f"llama_cpp.cache_type_v = '{v}' is quantised, and llama.cpp refuses a quantised V "
+            f"cache without Flash Attention ({t.source}); set flash_attn = true or "
+            'cache_type_v = "f16"'
+        )
+    batch = root.data["batch"]
+    concurrency = batch["concurrency"]
+    slots = out.slots(concurrency)
+    if concurrency > slots:
+        raise _fail(
+            f"batch.concurrency = {concurrency} is more than llama_cpp.n_parallel = {slots} slots "
+            f"({t.source}); llama.cpp serves at most n_parallel sequences at once: raise "
+            "n_parallel or lower concurrency"
+        )
+    lengths = root.data["lengths"]
+    need = lengths["prompt_tokens"] + lengths["generated_tokens"]
+    if n_ctx is not None and n_ctx // slots < need:
+        raise _fail(
+            f"llama_cpp.n_ctx = {n_ctx:,} gives each of {slots} slot(s) {n_ctx // slots:,} "
+            f"tokens, fewer than the {need:,} a sequence needs (prompt + generated) "
+            f"({t.source}); set n_ctx to at least {slots * need:,}"
+        )
+    return out
 
 
 def _parse_placement(root: _Table, kind: str) -> Placement:

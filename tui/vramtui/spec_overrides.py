@@ -68,6 +68,8 @@ def apply_overrides(spec: Spec, args) -> Spec:
     put("runtime", "kv_cache_dtype", args.kv_dtype)
     put("runtime", "attention", args.attention)
     put("runtime", "engine", args.engine)
+    if ("llama_cpp" in d) and (training or d["runtime"].get("engine") != "llama.cpp"):
+        d.pop("llama_cpp")  # llama.cpp's settings mean nothing to another engine or training
     if args.seq is not None:
         put("lengths", "seq_len" if training else "prompt_tokens", args.seq)
     put("lengths", "generated_tokens", args.generate)
@@ -165,16 +167,28 @@ def switch_task(d: dict, kind: str) -> list[str]:
 
 
 def use_model_dtype(
-    spec: Spec, arch, keep_weight_format: bool = False, keep_kv_dtype: bool = False
+    spec: Spec,
+    arch,
+    keep_weight_format: bool = False,
+    keep_kv_dtype: bool = False,
+    keep_engine: bool = False,
 ) -> Spec:
     """The built-in example is fp16; a real model given on the command line keeps its dtype,
     or the format its quantization_config declares (for the weights unless --format chose one,
-    and its dtype for the KV cache)."""
+    and its dtype for the KV cache). A GGUF model is sized as stored (format gguf, its main
+    type) and, unless --engine chose one, for llama.cpp."""
+    from vramtui.models.gguf_file import gguf_main_type
     from vramtui.models.quantization import weights_from_quantization_config
 
     model_dtype = arch.default_dtype if arch.default_dtype in ("bf16", "fp16") else "bf16"
     d = spec_to_dict(spec)
-    if not keep_weight_format and spec.weights.format in ("bf16", "fp16"):
+    gguf_type = gguf_main_type(arch)
+    if gguf_type is not None:
+        if not keep_weight_format:
+            d["weights"] = {"format": "gguf", "gguf_type": gguf_type}
+        if not keep_engine and spec.task.kind == "inference":
+            d.setdefault("runtime", {})["engine"] = "llama.cpp"
+    elif not keep_weight_format and spec.weights.format in ("bf16", "fp16"):
         stored = weights_from_quantization_config(arch.quantization_config)
         d["weights"] = stored or {"format": model_dtype}
     runtime = d.get("runtime", {})

@@ -109,6 +109,21 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
             "engine": r.engine,
         }
     )
+    lc = spec.llama_cpp
+    if lc is not None:
+        out["llama_cpp"] = _drop_none(
+            {
+                "n_ctx": lc.n_ctx,
+                "n_batch": lc.n_batch,
+                "n_ubatch": lc.n_ubatch,
+                "n_parallel": lc.n_parallel,
+                "n_gpu_layers": lc.n_gpu_layers,
+                "cache_type_k": lc.cache_type_k,
+                "cache_type_v": lc.cache_type_v,
+                "flash_attn": lc.flash_attn,
+                "kv_unified": lc.kv_unified,
+            }
+        )
     p = spec.placement
     out["placement"] = {
         "gpus": p.gpus,

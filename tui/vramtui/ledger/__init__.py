@@ -13,6 +13,13 @@ from vramtui.ledger.items import (
     LedgerItem,
 )
 from vramtui.ledger.kv import kv_items
+from vramtui.ledger.llama_cpp import (
+    compute_buffer_item,
+    host_note,
+    is_llama_cpp,
+    kv_cache_items,
+    offload_weight_items,
+)
 from vramtui.ledger.overheads import overhead_items, reserve_item
 from vramtui.ledger.training import training_state_items
 from vramtui.ledger.weights import weight_items
@@ -39,7 +46,10 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
     p = spec.placement
     layout = GpuLayout(p.gpus, p.tensor_parallel, p.pipeline_parallel)
     ctx = LedgerContext(spec=spec, arch=arch, checkpoint=checkpoint, layout=layout)
+    llama_cpp = is_llama_cpp(spec)
     items: list[LedgerItem] = list(weight_items(ctx))
+    if llama_cpp and arch is not None and not getattr(checkpoint, "is_gguf", False):
+        items = offload_weight_items(ctx, items)
     notes: list[str] = []
     if spec.headroom.mode == "manual":
         items.append(reserve_item(ctx))
@@ -52,10 +62,24 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
         if ctx.is_training:
             items += training_state_items(ctx)
             items += training_items(ctx)
+        elif llama_cpp:
+            items += kv_cache_items(ctx)
+            items.append(compute_buffer_item(ctx))
         else:
             items += kv_items(ctx)
             items += inference_items(ctx)
-        items += overhead_items(ctx)
+        if llama_cpp:  # no PyTorch allocator, no conversion copy: the context and NCCL only
+            items += [
+                i
+                for i in overhead_items(ctx)
+                if i.key in ("overhead.cuda_context", "overhead.nccl")
+            ]
+        else:
+            items += overhead_items(ctx)
+    if llama_cpp:
+        host = host_note(ctx)
+        if host:
+            notes.append(host)
     if (
         p.gpus > 1
         and p.tensor_parallel == 1

@@ -20,15 +20,37 @@ DTYPE_FORMATS = ("fp32", "bf16", "fp16")
 BNB4_FORMATS = ("nf4", "fp4")
 LINEAR_ONLY_FORMATS = ("fp8", "int8", "nf4", "fp4", "gptq", "awq")
 
-# GGUF quant types: (values per block, bytes per block)
+# GGUF (ggml) tensor types: (values per block, bytes per block), as ggml's type traits define
+# them (ggml/src/ggml.c `type_traits`; the `gguf` package's GGML_QUANT_SIZES holds the same, and
+# a test checks every entry against it). A block includes its own scales.
 GGUF_BLOCKS = {
+    "F32": (1, 4),
+    "F16": (1, 2),
+    "BF16": (1, 2),
     "Q8_0": (32, 34),
+    "Q8_1": (32, 40),
     "Q6_K": (256, 210),
     "Q5_K": (256, 176),
+    "Q5_0": (32, 22),
+    "Q5_1": (32, 24),
     "Q4_K": (256, 144),
     "Q4_0": (32, 18),
+    "Q4_1": (32, 20),
     "Q3_K": (256, 110),
     "Q2_K": (256, 84),
+    "Q8_K": (256, 292),
+    "IQ4_NL": (32, 18),
+    "IQ4_XS": (256, 136),
+    "IQ3_S": (256, 110),
+    "IQ3_XXS": (256, 98),
+    "IQ2_S": (256, 82),
+    "IQ2_XS": (256, 74),
+    "IQ2_XXS": (256, 66),
+    "IQ1_M": (256, 56),
+    "IQ1_S": (256, 50),
+    "TQ1_0": (256, 54),
+    "TQ2_0": (256, 66),
+    "MXFP4": (32, 17),
 }
 
 BNB_BLOCK = 64

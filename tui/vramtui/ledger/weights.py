@@ -96,9 +96,20 @@ def _layer_group_distribution(ctx: LedgerContext, group: str):
 def weight_items(ctx: LedgerContext) -> list[LedgerItem]:
     if ctx.arch is None:
         return _bare_weight_items(ctx)
+    if getattr(ctx.checkpoint, "is_gguf", False):
+        w = ctx.spec.weights
+        if w.format == "gguf" and not w.group_overrides:
+            from vramtui.ledger.llama_cpp import gguf_weight_items, is_llama_cpp
+
+            return gguf_weight_items(ctx, is_llama_cpp(ctx.spec))
+        return _formula_items(ctx)  # loaded in another format: worked out from the shapes
     header_items = _checkpoint_items(ctx)
     if header_items is not None:
         return header_items
+    return _formula_items(ctx)
+
+
+def _formula_items(ctx: LedgerContext) -> list[LedgerItem]:
     stages = ctx.stages
     data = defaultdict(int)
     params = defaultdict(int)

@@ -40,9 +40,10 @@ def model_ref_too_long(text: str, what: str, where: str = "") -> str | None:
 class ResolvedModel:
     """What a model reference named, and where it was found.
 
-    `origin`: "params" (a bare count), "catalogue", "local" (a directory), "hf-cache" (the
-    local Hugging Face cache) or "hub" (fetched from the Hub, or found in vramtui's cache of
-    what it fetched). `commit`: the commit of an "hf-cache" or "hub" model, else None.
+    `origin`: "params" (a bare count), "catalogue", "local" (a directory), "gguf" (a GGUF
+    file), "ollama" (a model of the local ollama store, a GGUF file), "hf-cache" (the local
+    Hugging Face cache) or "hub" (fetched from the Hub, or found in vramtui's cache of what it
+    fetched). `checkpoint` is a GgufModel for "gguf" and "ollama". `commit`: the commit of an "hf-cache" or "hub" model, else None.
     """
 
     arch: Architecture | None
@@ -85,6 +86,8 @@ def resolve_model_ref(
     if ref.params is not None and ref.id is None and ref.path is None:
         return ResolvedModel(None, None, "params")
     if ref.path is not None:
+        if _is_gguf_name(ref.path):
+            return _gguf(Path(ref.path), base_dir, ref.path)
         arch, ckpt = _local(Path(ref.path), base_dir)
         return ResolvedModel(arch, ckpt, "local")
     from vramtui.models.registry import close_matches
@@ -95,6 +98,19 @@ def resolve_model_ref(
     arch = _from_catalogue(name, catalog_dir)
     if arch is not None:
         return ResolvedModel(arch, None, "catalogue")
+    if _is_gguf_name(name):
+        return _gguf(Path(name), base_dir, name)
+    from vramtui.models.ollama_store import find_ollama_model, looks_like_ollama
+
+    if looks_like_ollama(name):
+        blob = find_ollama_model(name)
+        if blob is not None:
+            return _gguf_model(blob, name, "ollama")
+        from vramtui.models.ollama_store import models_dir
+
+        tried.append(f"ollama store ({models_dir()}): no model {name.removeprefix('ollama:')}")
+        if name.startswith("ollama:"):
+            raise _not_found(name, tried)
     shown = close_matches(name, catalog_dir)
     if catalog_dir is not None:
         shown += [m for m in close_matches(name) if m not in shown]
@@ -181,6 +197,33 @@ def _not_found(name: str, tried: list[str]) -> ModelError:
         f"unknown model '{name}': " + "; ".join(tried) + "; give a catalogue or Hub id, "
         "--model PATH to a local Hugging Face directory, or --params N"
     )
+
+
+def _is_gguf_name(text: str) -> bool:
+    return text.lower().endswith(".gguf")
+
+
+def _gguf(path: Path, base_dir: Path | None, given: str) -> ResolvedModel:
+    """A GGUF file (relative to the spec's directory first), read from its header."""
+    for p in _candidates(path, base_dir):
+        p = user_path(p)
+        try:
+            found = p.is_file()
+        except (OSError, ValueError):
+            found = False
+        if found:
+            return _gguf_model(p.resolve(), p.name, "gguf")
+    raise ModelError(
+        f"GGUF file '{given}' not found (looked in the spec's directory and the working "
+        "directory); give the path of a .gguf file (the first part of a split model)"
+    )
+
+
+def _gguf_model(path: Path, label: str, origin: str) -> ResolvedModel:
+    from vramtui.models.gguf_file import architecture_from_gguf, read_gguf
+
+    model = read_gguf(path)
+    return ResolvedModel(architecture_from_gguf(model, label), model, origin)
 
 
 def _candidates(path: Path, base_dir: Path | None) -> list[Path]:
