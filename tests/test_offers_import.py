@@ -513,3 +513,48 @@ def test_offers_list_marks_samples_and_stale_prices_at_80_columns(monkeypatch, c
     # On 2026-12-02 nothing is stale.
     code, out, _ = run(capsys, "offers", "--today", "2026-12-02")
     assert "price to re-check\n" not in out.replace(" \n", "\n") and "(0 offers;" in out
+
+
+# ------------------------------------------------------------------------------------ app
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_app_shortlist_marks_samples_and_stale_prices(tmp_path):
+    import dataclasses
+    import datetime
+
+    from textual.widgets import DataTable, Static
+
+    from vramtui.app.app import VramtuiApp
+    from vramtui.builtin_specs import seed_example_spec
+    from vramtui.config import Config
+    from vramtui.session import SizingSession
+
+    # The shipped prices were seen on 2026-12-01: 9 days before 2026-12-10, over a 5-day limit
+    # (the config's price_max_age_days reaches the app through the catalogue).
+    catalog = dataclasses.replace(load_catalog(None, use_user_config=False), price_max_age_days=5)
+    session = SizingSession.from_spec(
+        seed_example_spec(), None, catalog, today=datetime.date(2026, 12, 10)
+    )
+    app = VramtuiApp(session, Config(), draft_file=tmp_path / "draft.toml")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f6")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.query_one("#tabs").active == "shortlist":
+                break
+        table = app.query_one("#shortlist-table", DataTable)
+        costs = {
+            row.key.value: str(table.get_row_at(i)[2]) for i, row in enumerate(table.ordered_rows)
+        }
+        assert len(costs) == len(catalog.offers)
+        for oid, cost in costs.items():
+            assert cost.endswith("· re-check"), (oid, cost)
+            assert ("· sample" in cost) == oid.startswith("sample-"), (oid, cost)
+        title = str(app.query_one("#shortlist-title", Static).content)
+        assert "re-check: price seen more than 5 days ago" in title

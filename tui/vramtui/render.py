@@ -501,7 +501,7 @@ def candidate_detail(c, unit: str = "gib") -> Group:
     if c.price_recheck:
         t.add_row(Text("price date"), Text("re-check", style="yellow"), Text(c.price_recheck))
     else:
-        t.add_row(Text("price date"), Text("current"), Text(f"price seen {seen}"))
+        t.add_row(Text("price date"), Text("seen"), Text(f"price seen {seen}"))
     ev = Text()
     ev.append("offer evidence\n", style="bold")
     for e in c.offer.evidence:
