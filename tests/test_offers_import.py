@@ -40,7 +40,11 @@ def offers_in(root: Path) -> dict:
     """The offers the catalogue loads from `root` (built-ins excluded), by id."""
     catalog = load_catalog(root)
     assert catalog.problems == (), catalog.problems
-    return {oid: o for oid, o in catalog.offers.items() if o.file and (root / "offers" / o.file).exists()}
+    return {
+        oid: o
+        for oid, o in catalog.offers.items()
+        if o.file and (root / "offers" / o.file).exists()
+    }
 
 
 def refused_lines(err: str) -> list[str]:
@@ -61,7 +65,9 @@ def test_csv_schema_rows_become_offers_with_converted_prices(tmp_path, capsys):
         # billed by the month: one purchase covers 720 h; 900 / 720 = 1.25 USD/h
         + "Acme GPU,a100-80gb-sxm,1,900,EUR,month,,2026-11-30,\n",
     )
-    code, out, err = run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")
+    code, out, err = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02"
+    )
     assert code == 0, err
     assert "format: csv" in out and "detected" in out
     offers = offers_in(tmp_path)
@@ -81,7 +87,11 @@ def test_csv_schema_rows_become_offers_with_converted_prices(tmp_path, capsys):
     assert "0.000125 USD/second = 0.45 USD/h (converted)" in out
     monthly = offers["acme-gpu-a100-80gb-sxm-x1"].plans[0]
     assert (monthly.kind, monthly.hours, monthly.price, monthly.currency) == (
-        "monthly", 720, 900, "EUR")
+        "monthly",
+        720,
+        900,
+        "EUR",
+    )
     assert "900.00 EUR/month (720 h per purchase; 1.25 EUR/h)" in out
     # No source_url: the evidence names the file it came from.
     assert "offers.csv" in offers["acme-gpu-a100-80gb-sxm-x1"].evidence[0].source
@@ -112,7 +122,9 @@ def test_json_schema_with_host_fields(tmp_path, capsys):
             }
         ),
     )
-    code, out, err = run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")
+    code, out, err = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02"
+    )
     assert code == 0, err
     assert "format: json" in out
     (o,) = offers_in(tmp_path).values()
@@ -126,7 +138,9 @@ def test_json_schema_with_host_fields(tmp_path, capsys):
 
 
 def test_lambda_adapter_from_the_recorded_response(tmp_path, capsys):
-    code, out, err = run(capsys, "offers", "import", str(LAMBDA), "--catalog", str(tmp_path), *DATES)
+    code, out, err = run(
+        capsys, "offers", "import", str(LAMBDA), "--catalog", str(tmp_path), *DATES
+    )
     assert "format: lambda (Lambda Cloud API GET /api/v1/instance-types; detected)" in out
     offers = offers_in(tmp_path)
     # gpu_description -> catalogue id; price_cents_per_hour / 100 = USD per hour.
@@ -179,9 +193,29 @@ def test_vast_adapter_from_the_recorded_response(tmp_path, capsys):
 
 
 def test_format_can_be_given_and_a_wrong_one_is_one_line(tmp_path, capsys):
-    code, out, _ = run(capsys, "offers", "import", str(VAST), "--format", "vast", "--catalog", str(tmp_path), *DATES)
+    code, out, _ = run(
+        capsys,
+        "offers",
+        "import",
+        str(VAST),
+        "--format",
+        "vast",
+        "--catalog",
+        str(tmp_path),
+        *DATES,
+    )
     assert code == 1 and "format: vast" in out and "given" in out
-    code, _, err = run(capsys, "offers", "import", str(VAST), "--format", "lambda", "--catalog", str(tmp_path), *DATES)
+    code, _, err = run(
+        capsys,
+        "offers",
+        "import",
+        str(VAST),
+        "--format",
+        "lambda",
+        "--catalog",
+        str(tmp_path),
+        *DATES,
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert 'has no "data" object' in err
 
@@ -229,7 +263,9 @@ def test_bad_rows_one_line_each_good_rows_kept(tmp_path, capsys):
         + "Acme GPU,\x1b[2J\x1b]52;c;ZWNobyBoaQ==\x07,1,1.1,USD,hour,EU,2026-11-30,\n"  # line 8
         + "Acme \x1b[31mGPU\x1b[0m,L4,1,0.60,USD,hour,US,2026-11-30,\n",  # line 9: good, cleaned
     )
-    code, out, err = run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")
+    code, out, err = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02"
+    )
     assert code == 1
     lines = refused_lines(err)
     assert len(lines) == 6, lines
@@ -237,8 +273,13 @@ def test_bad_rows_one_line_each_good_rows_kept(tmp_path, capsys):
     assert "'RTX 4099' is not in the GPU catalogue (closest: rtx-4090" in by_line["3"]
     assert "price is missing; write the price" in by_line["4"]
     assert "price -1.5 is negative" in by_line["5"]
-    assert "seen_on '30/11/2026' is not a date; write the date the price was seen as YYYY-MM-DD" in by_line["6"]
-    assert "billing_unit 'fortnight' is not known; write one of second, minute, hour" in by_line["7"]
+    assert (
+        "seen_on '30/11/2026' is not a date; write the date the price was seen as YYYY-MM-DD"
+        in by_line["6"]
+    )
+    assert (
+        "billing_unit 'fortnight' is not known; write one of second, minute, hour" in by_line["7"]
+    )
     assert "is not in the GPU catalogue" in by_line["8"] and "\\x1b[2J" in by_line["8"]
     assert "\x1b" not in err and "\x07" not in err and "\x1b" not in out
     assert "6 rows refused" in out
@@ -257,16 +298,43 @@ def test_a_date_after_today_and_a_bad_interconnect_are_refused(tmp_path, capsys)
         "o.json",
         json.dumps(
             [
-                {"provider": "A", "gpu": "l40s", "price": 1, "currency": "USD", "seen_on": "2027-01-01"},
-                {"provider": "A", "gpu": "rtx-4090", "gpu_count": 2, "price": 1, "currency": "USD",
-                 "interconnect": "nvlink", "seen_on": "2026-12-01"},
-                {"provider": "A", "gpu": "rtx-4090", "gpu_count": 1.5, "price": 1, "currency": "USD",
-                 "seen_on": "2026-12-01"},
-                {"provider": ["A"], "gpu": "rtx-4090", "price": 1, "currency": "USD", "seen_on": "2026-12-01"},
+                {
+                    "provider": "A",
+                    "gpu": "l40s",
+                    "price": 1,
+                    "currency": "USD",
+                    "seen_on": "2027-01-01",
+                },
+                {
+                    "provider": "A",
+                    "gpu": "rtx-4090",
+                    "gpu_count": 2,
+                    "price": 1,
+                    "currency": "USD",
+                    "interconnect": "nvlink",
+                    "seen_on": "2026-12-01",
+                },
+                {
+                    "provider": "A",
+                    "gpu": "rtx-4090",
+                    "gpu_count": 1.5,
+                    "price": 1,
+                    "currency": "USD",
+                    "seen_on": "2026-12-01",
+                },
+                {
+                    "provider": ["A"],
+                    "gpu": "rtx-4090",
+                    "price": 1,
+                    "currency": "USD",
+                    "seen_on": "2026-12-01",
+                },
             ]
         ),
     )
-    code, _, err = run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")
+    code, _, err = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02"
+    )
     assert code == 1
     lines = refused_lines(err)
     assert len(lines) == 4
@@ -282,11 +350,27 @@ def test_a_date_after_today_and_a_bad_interconnect_are_refused(tmp_path, capsys)
 def test_reimport_replaces_instead_of_duplicating(tmp_path, capsys):
     row = "Acme GPU,RTX 4090,1,{price},USD,hour,EU,{date},\n"
     src = write(tmp_path, "o.csv", HEADER + row.format(price="0.44", date="2026-11-01"))
-    assert run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")[0] == 0
+    assert (
+        run(
+            capsys,
+            "offers",
+            "import",
+            str(src),
+            "--catalog",
+            str(tmp_path),
+            "--today",
+            "2026-12-02",
+        )[0]
+        == 0
+    )
     write(tmp_path, "o.csv", HEADER + row.format(price="0.39", date="2026-12-01"))
-    code, out, _ = run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")
+    code, out, _ = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02"
+    )
     assert code == 0 and "(replaces the earlier import)" in out
-    assert sorted(p.name for p in (tmp_path / "offers").iterdir()) == ["acme-gpu-rtx-4090-x1-eu.toml"]
+    assert sorted(p.name for p in (tmp_path / "offers").iterdir()) == [
+        "acme-gpu-rtx-4090-x1-eu.toml"
+    ]
     (o,) = offers_in(tmp_path).values()
     assert (o.plans[0].price, str(o.seen_on)) == (0.39, "2026-12-01")
 
@@ -304,7 +388,9 @@ def test_default_target_is_the_user_catalogue(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "cfg"))
     code, _, _ = run(capsys, "offers", "import", str(VAST), *DATES)
     assert code == 1
-    assert (tmp_path / "cfg" / "catalog" / "offers" / "vast-ai-h100-nvl-x1-norway-no.toml").is_file()
+    assert (
+        tmp_path / "cfg" / "catalog" / "offers" / "vast-ai-h100-nvl-x1-norway-no.toml"
+    ).is_file()
     # ... and `vramtui offers` lists it with the built-ins.
     code, out, _ = run(capsys, "offers", "--today", "2026-12-02")
     assert code == 0 and "vast-ai-h100-nvl-x1-norway-no" in out
@@ -317,7 +403,9 @@ def test_seen_on_defaults_to_the_file_date_for_provider_responses(tmp_path, caps
     src.write_bytes(VAST.read_bytes())
     stamp = 1796000000  # 2026-11-30 (UTC), any time of day: a date no later than today
     os.utime(src, (stamp, stamp))
-    code, out, _ = run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-10")
+    code, out, _ = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-10"
+    )
     assert code == 1
     (o,) = [o for o in offers_in(tmp_path).values() if o.gpu == "h100-nvl"]
     assert str(o.seen_on) in ("2026-11-29", "2026-11-30", "2026-12-01")  # the local date
@@ -333,10 +421,13 @@ def test_ids_are_bounded_and_cannot_leave_the_offers_directory(tmp_path, capsys)
     src = write(
         tmp_path,
         "o.csv",
-        HEADER + f"{provider},RTX 4090,1,0.4,USD,hour,{region},2026-12-01,\n"
+        HEADER
+        + f"{provider},RTX 4090,1,0.4,USD,hour,{region},2026-12-01,\n"
         + f"{provider},RTX 4090,1,0.4,USD,hour,{region}x,2026-12-01,\n",
     )
-    code, _, err = run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")
+    code, _, err = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02"
+    )
     assert code == 0, err
     names = sorted(p.name for p in (tmp_path / "offers").iterdir())
     assert len(names) == 2  # the two regions differ past the cut: a hash keeps them apart
@@ -347,9 +438,20 @@ def test_ids_are_bounded_and_cannot_leave_the_offers_directory(tmp_path, capsys)
 
 def test_limits_are_named(tmp_path, capsys, monkeypatch):
     long_field = write(
-        tmp_path, "long.csv", HEADER + "Acme,RTX 4090,1,0.4,USD,hour," + "r" * 201 + ",2026-12-01,\n"
+        tmp_path,
+        "long.csv",
+        HEADER + "Acme,RTX 4090,1,0.4,USD,hour," + "r" * 201 + ",2026-12-01,\n",
     )
-    code, _, err = run(capsys, "offers", "import", str(long_field), "--catalog", str(tmp_path), "--today", "2026-12-02")
+    code, _, err = run(
+        capsys,
+        "offers",
+        "import",
+        str(long_field),
+        "--catalog",
+        str(tmp_path),
+        "--today",
+        "2026-12-02",
+    )
     assert code == 1
     assert "region is 201 characters, over the import limit of 200 (MAX_FIELD_CHARS)" in err
     huge = write(tmp_path, "huge.json", json.dumps({"provider": "A"}))
@@ -379,7 +481,7 @@ def test_unreadable_files_exit_2_in_one_line(tmp_path, capsys, name, content, me
     path = tmp_path / name
     if content is not None:
         path.write_bytes(content)
-    code, out, err = run(capsys, "offers", "import", str(path), "--catalog", str(tmp_path))
+    code, _, err = run(capsys, "offers", "import", str(path), "--catalog", str(tmp_path))
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and message in err
     assert not (tmp_path / "offers").exists()
@@ -388,7 +490,19 @@ def test_unreadable_files_exit_2_in_one_line(tmp_path, capsys, name, content, me
 def test_writes_are_atomic(tmp_path, capsys, monkeypatch):
     """A failure while replacing a file keeps the earlier import whole and leaves no temp file."""
     src = write(tmp_path, "o.csv", HEADER + "Acme,RTX 4090,1,0.44,USD,hour,EU,2026-12-01,\n")
-    assert run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")[0] == 0
+    assert (
+        run(
+            capsys,
+            "offers",
+            "import",
+            str(src),
+            "--catalog",
+            str(tmp_path),
+            "--today",
+            "2026-12-02",
+        )[0]
+        == 0
+    )
     target = tmp_path / "offers" / "acme-rtx-4090-x1-eu.toml"
     before = target.read_text()
     write(tmp_path, "o.csv", HEADER + "Acme,RTX 4090,1,0.55,USD,hour,EU,2026-12-01,\n")
@@ -399,7 +513,9 @@ def test_writes_are_atomic(tmp_path, capsys, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(vramtui.fsutil.os, "replace", refuse)
-    code, _, err = run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")
+    code, _, err = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02"
+    )
     assert code == 2 and "No space left on device" in err and len(err.strip().splitlines()) == 1
     assert target.read_text() == before
     assert [p.name for p in (tmp_path / "offers").iterdir()] == [target.name]
@@ -416,7 +532,19 @@ def _stale_catalog(tmp_path, capsys) -> Path:
         + "Acme,RTX 4090,1,0.30,USD,hour,EU,2026-10-01,\n"  # 62 days before 2026-12-02
         + "Acme,RTX 4090,2,0.60,USD,hour,EU,2026-11-20,\n",  # 12 days before
     )
-    assert run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02")[0] == 0
+    assert (
+        run(
+            capsys,
+            "offers",
+            "import",
+            str(src),
+            "--catalog",
+            str(tmp_path),
+            "--today",
+            "2026-12-02",
+        )[0]
+        == 0
+    )
     return tmp_path
 
 
@@ -438,10 +566,18 @@ def test_stale_prices_are_flagged_in_the_json(tmp_path, capsys):
     # The shipped offers were seen on 2026-12-01: one day old.
     assert got["seed-rtx-4090-x1"]["price_to_recheck"] is False
     # A longer limit clears the flag; a shorter one raises it on the 12-day-old price.
-    assert _recheck(capsys, "--catalog", str(root), "--price-max-age", "90")["acme-rtx-4090-x1-eu"][
-        "price_to_recheck"] is False
-    assert _recheck(capsys, "--catalog", str(root), "--price-max-age", "10")["acme-rtx-4090-x2-eu"][
-        "price_to_recheck"] is True
+    assert (
+        _recheck(capsys, "--catalog", str(root), "--price-max-age", "90")["acme-rtx-4090-x1-eu"][
+            "price_to_recheck"
+        ]
+        is False
+    )
+    assert (
+        _recheck(capsys, "--catalog", str(root), "--price-max-age", "10")["acme-rtx-4090-x2-eu"][
+            "price_to_recheck"
+        ]
+        is True
+    )
     # The flag never changes a status or the ranking.
     lenient = _recheck(capsys, "--catalog", str(root), "--price-max-age", "90")
     assert [(c["offer"], c["status"], c["rank"]) for c in got.values()] == [
@@ -455,7 +591,9 @@ def test_price_max_age_from_the_config(tmp_path, capsys, monkeypatch):
     config.mkdir()
     (config / "config.toml").write_text("price_max_age_days = 100\n")
     monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(config))
-    assert _recheck(capsys, "--catalog", str(root))["acme-rtx-4090-x1-eu"]["price_to_recheck"] is False
+    assert (
+        _recheck(capsys, "--catalog", str(root))["acme-rtx-4090-x1-eu"]["price_to_recheck"] is False
+    )
     (config / "config.toml").write_text("price_max_age_days = -3\n")
     from vramtui.config import load_config
 
@@ -478,15 +616,23 @@ def test_shortlist_marks_stale_prices_at_80_columns(tmp_path, capsys, monkeypatc
     monkeypatch.setenv("COLUMNS", "80")
     root = _stale_catalog(tmp_path, capsys)
     code, out, _ = run(
-        capsys, "shortlist", "--today", "2026-12-02", "--catalog", str(root),
-        "--detail", "acme-rtx-4090-x1-eu",
+        capsys,
+        "shortlist",
+        "--today",
+        "2026-12-02",
+        "--catalog",
+        str(root),
+        "--detail",
+        "acme-rtx-4090-x1-eu",
     )
     assert code == 0
     lines = out.splitlines()
     _fits(lines, 80)
     ids = {i: re.search(r"acme-rtx-4090-x\d-eu", line) for i, line in enumerate(lines)}
     # Each candidate's cells: its title line, the id line, then three more.
-    blocks = {m.group(0): "\n".join(lines[i - 1 : i + 3]) for i, m in ids.items() if m and "│" in lines[i]}
+    blocks = {
+        m.group(0): "\n".join(lines[i - 1 : i + 3]) for i, m in ids.items() if m and "│" in lines[i]
+    }
     assert "re-check price" in blocks["acme-rtx-4090-x1-eu"]
     assert "re-check price" not in blocks["acme-rtx-4090-x2-eu"]
     text = " ".join(" ".join(lines).split())

@@ -34,8 +34,15 @@ from vramtui.limits import is_finite_number
 
 GIB_TO_GB = 2**30 / 1e9
 
-LAMBDA_SOURCE = "https://cloud.lambda.ai/api/v1/instance-types (Lambda Cloud API, saved by the user)"
+LAMBDA_SOURCE = (
+    "https://cloud.lambda.ai/api/v1/instance-types (Lambda Cloud API, saved by the user)"
+)
 VAST_SOURCE = "vastai search offers --raw (vast.ai marketplace, saved by the user)"
+
+
+class ShapeError(Exception):
+    """The JSON is not the shape the adapter reads; str() says what is missing."""
+
 
 FORMATS = {
     "csv": "vramtui import schema, CSV",
@@ -72,7 +79,7 @@ def detect_json(data) -> str | None:
 def lambda_rows(data) -> list[tuple[str, dict]]:
     """(label, import-schema row) per Lambda instance type."""
     if not isinstance(data, dict) or not isinstance(data.get("data"), dict):
-        raise ValueError('has no "data" object; save the body of GET /api/v1/instance-types')
+        raise ShapeError('has no "data" object; save the body of GET /api/v1/instance-types')
     rows = []
     for key, item in data["data"].items():
         label = f"instance type {str(key)[:60]!r}"
@@ -128,7 +135,7 @@ def vast_rows(data) -> list[tuple[str, dict]]:
     """(label, import-schema row) per vast.ai offer."""
     records = data.get("offers") if isinstance(data, dict) else data
     if not isinstance(records, list):
-        raise ValueError(
+        raise ShapeError(
             "is neither an array of offers nor an object with an offers array; save the "
             "output of `vastai search offers --raw`"
         )
@@ -175,7 +182,7 @@ def json_rows(data) -> list[tuple[str, dict]]:
     """(label, row) per object of the import schema's JSON form."""
     records = data.get("offers") if isinstance(data, dict) else data
     if not isinstance(records, list):
-        raise ValueError('is neither an array of offers nor an object with an "offers" array')
+        raise ShapeError('is neither an array of offers nor an object with an "offers" array')
     rows = []
     for i, r in enumerate(records):
         if not isinstance(r, dict):

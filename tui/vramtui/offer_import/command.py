@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramtui.errors import VramtuiError
-from vramtui.offer_import.adapters import ADAPTERS, FORMATS, detect_json
+from vramtui.offer_import.adapters import ADAPTERS, FORMATS, ShapeError, detect_json
 from vramtui.offer_import.rows import COLUMNS, REQUIRED, ImportedOffer, RowError, check_row
 from vramtui.safe_text import safe_line
 
@@ -134,7 +134,7 @@ def _read_rows(path: Path, fmt: str | None) -> tuple[str, bool, list[tuple[str, 
             )
     try:
         rows = ADAPTERS[fmt](data)
-    except ValueError as exc:
+    except ShapeError as exc:
         raise ImportFileError(f"{label} {exc}") from None
     if fmt == "json":
         notes = _unknown_keys([r for _, r in rows if "_error" not in r])
@@ -164,8 +164,15 @@ def _csv_rows(text: str, label: str) -> tuple[list[tuple[str, dict]], list[str]]
                 continue
             where = f"line {reader.line_num}"
             if len(cells) > len(names):
-                rows.append((where, {"_error": f"has {len(cells)} cells but the header "
-                                     f"names {len(names)}; quote cells that hold a comma"}))
+                rows.append(
+                    (
+                        where,
+                        {
+                            "_error": f"has {len(cells)} cells but the header "
+                            f"names {len(names)}; quote cells that hold a comma"
+                        },
+                    )
+                )
                 continue
             rows.append((where, dict(zip(names, cells))))
     except csv.Error as exc:

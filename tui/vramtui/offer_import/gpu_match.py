@@ -126,7 +126,9 @@ def close_matches(gpus: dict, text: str, n: int = 3) -> list[str]:
             other = _split(name)[0]
             if model and other:
                 overlap = max(overlap, len(model & other) / len(model | other))
-            ratio = max(ratio, difflib.SequenceMatcher(None, wanted, " ".join(_tokens(name))).ratio())
+            ratio = max(
+                ratio, difflib.SequenceMatcher(None, wanted, " ".join(_tokens(name))).ratio()
+            )
         if overlap > 0 or ratio >= 0.6:
             scored.append((-overlap, -ratio, gpu.id))
     return [gid for _, _, gid in sorted(scored)[:n]]

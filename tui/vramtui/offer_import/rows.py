@@ -113,15 +113,13 @@ class ImportedOffer:
     def price_line(self) -> str:
         """The price as written and as the offer records it: "0.000111 USD/second = 0.40
         USD/h", "1,200.00 USD/month (720 h; 1.67 USD/h)"."""
-        kind, hours, factor = BILLING_UNITS[self.billing_unit]
+        _, hours, factor = BILLING_UNITS[self.billing_unit]
         written = f"{money(self.price_as_written)} {self.currency}/{self.billing_unit}"
         if self.billing_unit == "hour":
             return f"{money(self.plan_price)} {self.currency}/h"
         if factor is not None:
             return f"{written} = {money(self.plan_price)} {self.currency}/h (converted)"
-        return (
-            f"{written} ({hours:g} h per purchase; {money(self.per_hour)} {self.currency}/h)"
-        )
+        return f"{written} ({hours:g} h per purchase; {money(self.per_hour)} {self.currency}/h)"
 
 
 def money(x: float) -> str:
@@ -194,8 +192,7 @@ def _number(row: dict, name: str, required: bool = False) -> float | None:
 def _bounded(number: float | None, name: str, limit: float) -> float | None:
     if number is not None and number > limit:
         raise RowError(
-            f"{name} = {show_number(number)} is above the import limit of {limit:,}; "
-            f"{_HOW[name]}"
+            f"{name} = {show_number(number)} is above the import limit of {limit:,}; {_HOW[name]}"
         )
     return number
 
@@ -205,8 +202,7 @@ _HOW = {
     "gpu": "write the GPU model, e.g. 'RTX 4090' or a catalogue id from `vramtui gpus`",
     "gpu_count": "write the number of cards in the offer, a whole number from 1",
     "gpu_memory_gb": "write the memory of one card in GB, e.g. 24",
-    "price": "write the price of the whole offer per billing unit as a positive number, e.g. "
-    "1.29",
+    "price": "write the price of the whole offer per billing unit as a positive number, e.g. 1.29",
     "currency": "write an ISO 4217 code such as USD or EUR",
     "billing_unit": f"write one of {', '.join(BILLING_UNITS)}",
     "region": "write where the machine runs",
@@ -264,8 +260,9 @@ def check_row(
     count = _number(row, "gpu_count")
     count = 1 if count is None else count
     if count != int(count) or count < 1:
-        raise RowError(f"gpu_count {show_number(count)} is not a whole number >= 1; "
-                       f"{_HOW['gpu_count']}")
+        raise RowError(
+            f"gpu_count {show_number(count)} is not a whole number >= 1; {_HOW['gpu_count']}"
+        )
     count = int(_bounded(count, "gpu_count", MAX_GPUS))
     price = _bounded(_number(row, "price", required=True), "price", MAX_MONEY)
     if price == 0:

@@ -97,8 +97,11 @@ def offer_document(o: ImportedOffer, oid: str, source_file: str) -> str:
         doc["notes"] = o.notes
     plans = tomlkit.aot()
     plan = tomlkit.table()
-    plan["name"] = {"hour": "on demand", "second": "on demand (billed per second)",
-                    "minute": "on demand (billed per minute)"}.get(o.billing_unit, o.billing_unit)
+    plan["name"] = {
+        "hour": "on demand",
+        "second": "on demand (billed per second)",
+        "minute": "on demand (billed per minute)",
+    }.get(o.billing_unit, o.billing_unit)
     plan["kind"] = o.plan_kind
     plan["hours"] = _num(o.plan_hours)
     plan["price"] = round(o.plan_price, 6)
