@@ -704,3 +704,31 @@ async def test_app_shortlist_marks_samples_and_stale_prices(tmp_path):
             assert ("· sample" in cost) == oid.startswith("sample-"), (oid, cost)
         title = str(app.query_one("#shortlist-title", Static).content)
         assert "re-check: price seen more than 5 days ago" in title
+
+
+def test_decimal_comma_infinity_and_unknown_columns(tmp_path, capsys):
+    """'1,5' is refused (never read as 15); '1,234.50' is a thousands separator; an infinite
+    price is refused; a column outside the schema is named once; a lone surrogate is replaced."""
+    src = write(
+        tmp_path,
+        "o.json",
+        '[{"provider": "A", "gpu": "l4", "price": "1,5", "currency": "USD", "seen_on": "2026-12-01"},'
+        ' {"provider": "A", "gpu": "l40s", "price": "1,234.50", "currency": "USD",'
+        '  "seen_on": "2026-12-01", "prise": 3},'
+        ' {"provider": "A", "gpu": "t4", "price": 1e400, "currency": "USD", "seen_on": "2026-12-01"},'
+        ' {"provider": "B\\ud800", "gpu": "t4", "price": 1, "currency": "USD", "seen_on": "2026-12-01"}]',
+    )
+    code, out, err = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path), "--today", "2026-12-02"
+    )
+    assert code == 1
+    lines = refused_lines(err)
+    assert len(lines) == 2
+    assert "offer 1: price '1,5' is not a number (write decimals with a point)" in lines[0]
+    assert "offer 3: price must be a finite number" in lines[1]
+    assert (
+        "column 'prise' is not in the import schema and was ignored (did you mean 'price'?)" in out
+    )
+    offers = offers_in(tmp_path)
+    assert offers["a-l40s-x1"].plans[0].price == 1234.5
+    assert offers["b-t4-x1"].provider == "B?"

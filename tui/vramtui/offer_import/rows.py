@@ -78,6 +78,9 @@ _UNIT_ALIASES = {
 }
 
 
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")
+
+
 class RowError(Exception):
     """One bad field of one row: str() is the problem and its fix (no row label)."""
 
@@ -173,13 +176,19 @@ def _number(row: dict, name: str, required: bool = False) -> float | None:
             raise RowError(f"{name} is missing; {_HOW[name]}")
         return None
     if isinstance(value, str):
-        text = _clean(value, name).replace(",", "").replace("_", "")
+        text = _clean(value, name)
+        # "1,234.50" is a thousands separator; "1,5" (a decimal comma) is refused, not read as 15.
+        plain = text.replace(",", "") if _THOUSANDS.fullmatch(text) else text
         try:
-            number = float(text)
+            number = float(plain)
         except ValueError:
-            raise RowError(f"{name} {text!r} is not a number; {_HOW[name]}") from None
+            raise RowError(
+                f"{name} {text!r} is not a number (write decimals with a point); {_HOW[name]}"
+            ) from None
     elif is_finite_number(value):
         number = float(value)
+    elif isinstance(value, float):
+        raise RowError(f"{name} must be a finite number; {_HOW[name]}")
     else:
         raise RowError(f"{name} must be a number, got {_kind(value)}; {_HOW[name]}")
     if not math.isfinite(number):
