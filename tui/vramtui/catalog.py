@@ -61,6 +61,7 @@ OFFER_KEYS = {
     "schedule",
     "evidence",
     "notes",
+    "seen_on",
 }
 
 
@@ -157,6 +158,7 @@ class Offer:
     evidence: tuple[Evidence, ...]
     notes: str
     file: str
+    seen_on: datetime.date | None = None  # when the plans' prices were seen (None: not said)
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,9 @@ class Catalog:
     offers: dict[str, Offer]
     problems: tuple[str, ...] = ()  # one line per user file that could not be loaded
     user_dir: str | None = None
+    # The age past which a price is flagged "price to re-check" (config price_max_age_days);
+    # None: vramtui.price_age.DEFAULT_PRICE_MAX_AGE_DAYS.
+    price_max_age_days: float | None = None
 
     def gpu_for(self, offer: Offer) -> Gpu:
         return self.gpus[offer.gpu]
@@ -426,6 +431,7 @@ def parse_offer(data: dict, path: Path, gpu_ids) -> Offer:
         evidence=tuple(evidence),
         notes=r.string("notes", required=False, multiline=True) or "",
         file=path.name,
+        seen_on=r.date("seen_on"),
     )
 
 

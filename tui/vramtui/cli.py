@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         "concurrency and effective batch (KV cache in fp8, a smaller micro-batch with more "
         "accumulation...), the change named beside each",
     )
+    sl.add_argument(
+        "--price-max-age",
+        type=float,
+        metavar="DAYS",
+        help="flag prices seen more than DAYS before --today as 'price to re-check' (default: "
+        "config price_max_age_days, else 30)",
+    )
 
     app = sub.add_parser(
         "app",
@@ -182,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
         description=LIST_DESCRIPTION,
     )
     of.add_argument("--catalog", metavar="DIR", help="a catalogue directory (gpus/, offers/)")
+    _add_price_age_args(of)
+    from vramtui.offer_import.command import add_import_parser
+
+    add_import_parser(of.add_subparsers(dest="offers_command", metavar="ACTION"))
 
     _add_watch_parser(sub)
 
@@ -288,6 +299,30 @@ def _add_watch_parser(sub) -> None:
     )
 
 
+def _add_price_age_args(p: argparse.ArgumentParser) -> None:
+    """`vramtui offers`: the date prices are aged from, and the age that flags them."""
+    p.add_argument("--today", metavar="YYYY-MM-DD", help="age prices from this date")
+    p.add_argument(
+        "--price-max-age",
+        type=float,
+        metavar="DAYS",
+        help="flag prices seen more than DAYS ago as 'price to re-check' (default: config "
+        "price_max_age_days, else 30)",
+    )
+
+
+def _price_max_age(args) -> float | None:
+    """--price-max-age, else the config's price_max_age_days, else None (the default)."""
+    from vramtui.price_age import check_max_age
+
+    value = getattr(args, "price_max_age", None)
+    if value is not None:
+        return check_max_age(value, "--price-max-age")
+    from vramtui.config import load_config
+
+    return load_config().price_max_age_days
+
+
 def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", nargs="?", help="workload spec (TOML); default: the seed example")
     p.add_argument("--model", help="catalogue/Hub id or a local Hugging Face directory")
@@ -377,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
 
             return cmd_watch(args, open_app=_watch_app)
         if args.command == "offers":
+            if getattr(args, "offers_command", None) == "import":
+                from vramtui.offer_import.command import cmd_offers_import
+
+                return cmd_offers_import(args)
             return cmd_offers(args)
         if args.command == "fit":
             from vramtui.fit_command import cmd_fit
@@ -576,7 +615,14 @@ def cmd_shortlist(args) -> int:
     spec, arch, est, checkpoint = _spec_and_estimate(args, with_checkpoint=True)
     catalog = _load_catalog(args)
     sl = shortlist(
-        spec, est, catalog, arch=arch, days=args.days, today=today, checkpoint=checkpoint
+        spec,
+        est,
+        catalog,
+        arch=arch,
+        days=args.days,
+        today=today,
+        checkpoint=checkpoint,
+        price_max_age_days=_price_max_age(args),
     )
     ranking = None
     if getattr(args, "allow_one_change", False):
@@ -615,8 +661,25 @@ def cmd_offers(args) -> int:
     from vramtui.render import print_renderable
     from vramtui.render_lists import offers_renderable
 
-    print_renderable(offers_renderable(_load_catalog(args)))
+    today = _date_arg(args.today, "--today")
+    catalog = _load_catalog(args)
+    print_renderable(offers_renderable(catalog, today, _price_max_age(args)))
     return 0
+
+
+def _date_arg(text: str | None, flag: str):
+    import datetime
+
+    if text is None:
+        return None
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        from vramtui.safe_text import safe_line
+
+        raise VramtuiError(
+            f"{flag} must be a date such as 2026-12-10, got {safe_line(text)[:40]!r}"
+        ) from None
 
 
 def _simple_mode(args) -> int:

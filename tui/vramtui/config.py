@@ -2,6 +2,7 @@
 
     units = "gib"                 # gib | gb | mib | bytes: what the app shows first
     catalog_dir = "~/my-catalog"  # GPUs/offers/models overlay (default: <config dir>/catalog)
+    price_max_age_days = 30       # older offer prices are flagged "price to re-check"
     [keymap]                      # binding id = keys, e.g. save = "ctrl+s,f2"
     save = "ctrl+s"
 
@@ -20,7 +21,7 @@ from vramtui.guarded_read import read_toml
 from vramtui.safe_text import safe_line
 
 UNITS = ("gib", "gb", "mib", "bytes")
-KNOWN_KEYS = {"units", "catalog_dir", "keymap"}
+KNOWN_KEYS = {"units", "catalog_dir", "keymap", "price_max_age_days"}
 MAX_CONFIG_BYTES = 1 * 2**20  # a config is a few lines
 
 
@@ -46,6 +47,7 @@ class Config:
     units: str = "gib"
     catalog_dir: Path | None = None
     keymap: dict[str, str] = field(default_factory=dict)
+    price_max_age_days: float | None = None  # None: vramtui.price_age's default (30)
     warnings: tuple[str, ...] = ()
     path: Path | None = None
 
@@ -69,7 +71,8 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
     for key in data:
         if key not in KNOWN_KEYS:
             warnings.append(
-                f"{source}: unknown key '{key}' ignored; known: units, catalog_dir, [keymap]"
+                f"{source}: unknown key '{key}' ignored; known: units, catalog_dir, "
+                "price_max_age_days, [keymap]"
             )
     units = data.get("units", "gib")
     if units not in UNITS:
@@ -82,6 +85,14 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
             catalog_dir = user_path(catalog)
         else:
             warnings.append(f"{source}: catalog_dir must be a path string; ignored")
+    max_age = None
+    if "price_max_age_days" in data:
+        from vramtui.price_age import check_max_age
+
+        try:
+            max_age = check_max_age(data["price_max_age_days"], f"{source}: price_max_age_days")
+        except VramtuiError as exc:
+            warnings.append(f"{exc}; using the default")
     keymap: dict[str, str] = {}
     raw = data.get("keymap", {})
     if not isinstance(raw, dict):
@@ -101,6 +112,7 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
         units=units,
         catalog_dir=catalog_dir,
         keymap=keymap,
+        price_max_age_days=max_age,
         warnings=tuple(safe_line(w) for w in warnings),
         path=source,
     )

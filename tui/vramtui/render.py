@@ -241,6 +241,21 @@ SHORTLIST_STYLE = {"fit": "green", "needs_verification": "yellow", "excluded": "
 ILLUSTRATIVE_BANNER = "Illustrative sample data (not a quote): rows marked 'sample'"
 
 
+# The short marker of a price older than the age limit (vramtui.price_age), in list cells.
+RECHECK_MARK = "re-check price"
+
+
+def recheck_legend(sl) -> str | None:
+    """The line under a list with a flagged price, or None."""
+    if not any(c.price_recheck for c in sl.candidates):
+        return None
+    return (
+        f"{RECHECK_MARK}: price to re-check: seen more than {sl.price_max_age_days:g} days ago, "
+        "or undated; confirm it with the provider before ordering (--price-max-age DAYS, "
+        "config price_max_age_days)"
+    )
+
+
 def illustrative_banner(sl) -> str | None:
     """The banner for a list that holds sample offers, or None."""
     return ILLUSTRATIVE_BANNER if any(c.illustrative for c in sl.candidates) else None
@@ -278,6 +293,8 @@ def _cost_cell(c, plans: bool = True) -> Text:
             t.append("\n" + ", ".join(f"{n} x {name}" for name, n in c.cost.purchases), style="dim")
     if c.illustrative:
         t.append("\nsample", style="yellow")
+    if c.price_recheck:
+        t.append(f"\n{RECHECK_MARK}", style="yellow")
     return t
 
 
@@ -419,6 +436,9 @@ def _shortlist_tail(sl, detail: str | None, unit: str = "gib") -> list:
             parts.append(Text(f"No offer with id {detail!r}.", style="red"))
     for p in sl.problems:
         parts.append(Text(f"catalogue: {p}", style="red"))
+    legend = recheck_legend(sl)
+    if legend:
+        parts.append(Text(legend, style="yellow"))
     parts.append(
         Text(
             "Price says nothing about speed. Statuses follow the seed: fit (evidence confirms it "
@@ -477,6 +497,11 @@ def candidate_detail(c, unit: str = "gib") -> Group:
         )
     if c.illustrative:
         t.add_row(Text("price"), Text("sample"), Text(ILLUSTRATIVE_BANNER.split(":")[0]))
+    seen = c.price_seen_on.isoformat() if c.price_seen_on else "not given"
+    if c.price_recheck:
+        t.add_row(Text("price date"), Text("re-check", style="yellow"), Text(c.price_recheck))
+    else:
+        t.add_row(Text("price date"), Text("seen"), Text(f"price seen {seen}"))
     ev = Text()
     ev.append("offer evidence\n", style="bold")
     for e in c.offer.evidence:

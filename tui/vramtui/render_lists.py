@@ -314,7 +314,27 @@ def plan_price(plan) -> str:
 OFFER_DROP_ORDER = ("link", "host", "provider", "lead time")
 
 
-def offers_renderable(catalog) -> FittedTable:
+SAMPLE_MARK = "sample price, not a quote"
+
+
+def offers_renderable(catalog, today=None, max_age_days: float | None = None) -> Group:
+    """`vramtui offers`: one row per offer; each shipped sample says so in its row, and each
+    price carries the date it was seen ("price to re-check" past `max_age_days` on `today`)."""
+    import datetime
+
+    from vramtui.price_age import (
+        DEFAULT_PRICE_MAX_AGE_DAYS,
+        RECHECK,
+        price_is_stale,
+        price_seen_on,
+    )
+    from vramtui.shortlist import is_illustrative
+
+    today = today or datetime.date.today()
+    if max_age_days is None:
+        max_age_days = catalog.price_max_age_days
+    if max_age_days is None:
+        max_age_days = DEFAULT_PRICE_MAX_AGE_DAYS
     columns = [
         ListColumn("id"),
         ListColumn("cards"),
@@ -325,6 +345,7 @@ def offers_renderable(catalog) -> FittedTable:
         ListColumn("host"),
     ]
     rows = []
+    samples = stale = 0
     for o in sorted(catalog.offers.values(), key=lambda o: o.id):
         host = (
             ", ".join(
@@ -343,24 +364,44 @@ def offers_renderable(catalog) -> FittedTable:
             if o.schedule and o.schedule.lead_time_hours is not None
             else "not stated"
         )
+        plans = Text("\n".join(safe_text(plan_price(p)) for p in o.plans) or "no plan")
+        if is_illustrative(o):
+            samples += 1
+            plans.append(f"\n{SAMPLE_MARK}", style="yellow")
+        seen = price_seen_on(o)
+        plans.append(f"\nseen {seen.isoformat() if seen else 'on an unknown date'}", style="dim")
+        if price_is_stale(o, today, max_age_days):
+            stale += 1
+            plans.append(f"\n{RECHECK}", style="yellow")
         rows.append(
             [
                 o.id,
                 f"{o.gpu_count} x {o.gpu}",
                 o.interconnect or "not documented",
-                "\n".join(plan_price(p) for p in o.plans) or "no plan",
+                plans,
                 lead,
                 o.provider,
                 host,
             ]
         )
-    return FittedTable(
+    table = FittedTable(
         "rental offers (prices for the whole package; GB = 10^9 B)",
         columns,
         rows,
         OFFER_DROP_ORDER,
         show_lines=True,
     )
+    legend = []
+    if samples:
+        legend.append(
+            f"sample: illustrative sample data shipped with vramtui ({samples} offers); import "
+            "your provider's offers with `vramtui offers import FILE`."
+        )
+    legend.append(
+        f"seen: when the price was seen; {RECHECK}: seen more than {max_age_days:g} days "
+        f"before {today.isoformat()}, or undated ({stale} offers; --price-max-age DAYS)."
+    )
+    return Group(table, *(Text(line, style="dim") for line in legend))
 
 
 # --------------------------------------------------------------------------------- gpus

@@ -85,6 +85,8 @@ class Candidate:
     rank: int | None = None
     idle_gpus: int = 0  # cards of the offer the spec's placement leaves idle (still paid)
     placement_hint: PlacementHint | None = None  # excluded by placement alone: what would fit
+    price_seen_on: datetime.date | None = None  # when the offer's price was seen
+    price_recheck: str = ""  # "price to re-check: ..." when older than the age limit or undated
 
     @property
     def illustrative(self) -> bool:
@@ -117,6 +119,7 @@ class Shortlist:
     currency: str | None
     estimate_scope: str
     problems: tuple[str, ...] = field(default_factory=tuple)
+    price_max_age_days: float = 30.0  # prices older than this are flagged "price to re-check"
 
     def with_status(self, status: str) -> list[Candidate]:
         return [c for c in self.candidates if c.status == status]
@@ -751,10 +754,16 @@ def shortlist(
     days: float | None = None,
     today: datetime.date | None = None,
     checkpoint=None,
+    price_max_age_days: float | None = None,
 ) -> Shortlist:
     """Classify every offer of `catalog` against `spec` (with its estimate `est`; `checkpoint`
-    is the local model directory's CheckpointInfo the estimate used, for the placement hints)."""
+    is the local model directory's CheckpointInfo the estimate used, for the placement hints).
+    Prices seen more than `price_max_age_days` before `today` (default: the catalogue's
+    setting, else 30) are flagged "price to re-check" (vramtui.price_age)."""
     today = today or datetime.date.today()
+    from vramtui.price_age import with_price_age
+
+    max_age = _price_max_age(price_max_age_days, catalog)
     if days is not None:
         days_source = "--days"
     elif spec.campaign.days is not None:
@@ -786,6 +795,7 @@ def shortlist(
     from vramtui.placement_hint import with_placement_hints
 
     candidates = with_placement_hints(candidates, spec, est, context, checkpoint)
+    candidates = [with_price_age(c, today, max_age) for c in candidates]
     ranked = sorted(
         (c for c in candidates if c.status == FIT),
         key=lambda c: (
@@ -807,8 +817,17 @@ def shortlist(
         ),
     )
     return Shortlist(
-        tuple(ranked + rest), float(days), days_source, currency, scope, catalog.problems
+        tuple(ranked + rest), float(days), days_source, currency, scope, catalog.problems, max_age
     )
+
+
+def _price_max_age(explicit: float | None, catalog: Catalog) -> float:
+    from vramtui.price_age import DEFAULT_PRICE_MAX_AGE_DAYS
+
+    for value in (explicit, getattr(catalog, "price_max_age_days", None)):
+        if value is not None:
+            return float(value)
+    return float(DEFAULT_PRICE_MAX_AGE_DAYS)
 
 
 def _with_rank(c: Candidate, rank: int) -> Candidate:

@@ -42,6 +42,9 @@ def shortlist_to_dict(sl) -> dict:
                 "lead_time_hours": c.lead_time_hours,
                 "idle_gpus": c.idle_gpus,
                 "illustrative_sample": c.illustrative,
+                "price_seen_on": c.price_seen_on.isoformat() if c.price_seen_on else None,
+                "price_to_recheck": bool(c.price_recheck),
+                "price_recheck_reason": c.price_recheck or None,
                 "placement_hint": _hint_dict(c.placement_hint),
                 "requirements": [
                     {
@@ -68,6 +71,7 @@ def shortlist_to_dict(sl) -> dict:
         "ranking": "fit candidates only, by total package cost, then effective margin at the "
         "worst stage, then documented lead time; price says nothing about speed",
         "estimate_scope": sl.estimate_scope,
+        "price_max_age_days": sl.price_max_age_days,
         "catalogue_problems": list(sl.problems),
         "candidates": out,
     }

@@ -22,6 +22,10 @@ def run_app(
     binding_ids = {b.id for b in VramtuiApp.BINDINGS if b.id}
     config = load_config(binding_ids=binding_ids)
     catalog = load_catalog(catalog_dir or config.catalog_dir)
+    if config.price_max_age_days is not None:
+        from dataclasses import replace
+
+        catalog = replace(catalog, price_max_age_days=config.price_max_age_days)
     if spec_path:
         session = SizingSession.open(user_path(spec_path), catalog)
     else:

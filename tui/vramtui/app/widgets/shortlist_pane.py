@@ -50,6 +50,12 @@ class ShortlistPane(Vertical):
         banner = illustrative_banner(shortlist)
         if banner:
             title.append(f"\n{banner}", style="bold yellow")
+        if any(c.price_recheck for c in shortlist.candidates):
+            title.append(
+                f"\nre-check: price seen more than {shortlist.price_max_age_days:g} days ago, "
+                "or undated (config price_max_age_days)",
+                style="yellow",
+            )
         self.query_one("#shortlist-title", Static).update(title)
         t = self.query_one("#shortlist-table", DataTable)
         cursor = t.cursor_row
@@ -72,7 +78,12 @@ class ShortlistPane(Vertical):
             t.add_row(
                 str(c.rank or ""),
                 Text(STATUS_LABELS[c.status], style=SHORTLIST_STYLE[c.status]),
-                Text(cost_text(c) + (" · sample" if c.illustrative else ""), justify="right"),
+                Text(
+                    cost_text(c)
+                    + (" · sample" if c.illustrative else "")
+                    + (" · re-check" if c.price_recheck else ""),
+                    justify="right",
+                ),
                 Text(f"{offer} · {c.offer.provider}"),
                 Text(why),
                 key=c.offer.id,
