@@ -418,8 +418,26 @@ def fetch_snapshot(repo_id: str, revision: str | None) -> HubSnapshot:
     return cached
 
 
+def _refuse_gguf_only(repo_id: str, names: set[str] | None) -> None:
+    """A repository of .gguf files and no safetensors is not sized from its config.json (which
+    some publish, in full or as a stub): that would count the unquantised weights."""
+    if names is None or any(n.endswith(".safetensors") for n in names):
+        return
+    ggufs = sorted(n for n in names if n.endswith(".gguf"))
+    if not ggufs:
+        return
+    raise HubError(
+        f"{repo_id} on the Hub holds GGUF files only ({len(ggufs)}, e.g. {ggufs[0]}): vramtui "
+        "reads a GGUF file's header locally; download the file you will run "
+        f"(huggingface-cli download {repo_id} {ggufs[0]}) and pass --model path/to/it.gguf",
+        "Hub: GGUF files only",
+        final=True,
+    )
+
+
 def _fetch_files(client: _Client, repo_dir: Path, names: set[str] | None) -> HubSnapshot:
     repo_id = client.repo_id
+    _refuse_gguf_only(repo_id, names)
     files: dict[str, bytes] = {}
     config, _ = client.get("config.json", cap=MAX_JSON_BYTES)
     _json(config, repo_id, "config.json")
