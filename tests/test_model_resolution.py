@@ -298,9 +298,17 @@ def test_header_length_over_the_limit_is_refused_before_it_is_asked(hub):
 
 
 def test_repository_without_config_is_named(hub):
+    hub.add(FakeRepo("someone/no-config", C1, {"README.md": b"# nothing to size"}))
+    with pytest.raises(ModelError, match="someone/no-config on the Hub has no config.json"):
+        resolve_model_ref(ref("someone/no-config"))
+
+
+def test_gguf_only_repository_names_the_file_to_download(hub):
     hub.add(FakeRepo("someone/gguf-only", C1, {"model.Q4_K_M.gguf": b"GGUF"}))
-    with pytest.raises(ModelError, match="someone/gguf-only on the Hub has no config.json"):
+    with pytest.raises(ModelError, match="someone/gguf-only on the Hub holds GGUF files only"):
         resolve_model_ref(ref("someone/gguf-only"))
+    # No config.json was asked for: the file list said what the repository holds.
+    assert not hub.file_requests("config.json")
 
 
 def test_not_a_hub_id_is_said(hub):
