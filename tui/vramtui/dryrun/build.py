@@ -32,6 +32,9 @@ class BuiltModel:
     notes: list[str] = field(default_factory=list)
     quantized_linears: int = 0
     param_count: int = 0  # elements of the built model's parameters (stand-ins: packed bytes)
+    attention_used: str | None = None  # set when the family's attention is routed (attention.py)
+    patch_sdpa: bool = False  # trace the model's direct SDPA calls as the fused kernel
+    weights_gap: str = ""  # why the weights built cannot match the ledger's (stored.py)
 
 
 def import_torch():
@@ -48,9 +51,8 @@ def load_config(arch, local_config_dir: str | Path | None) -> dict:
     """The text model's config dict: from DIR/config.json when given, else the catalogue's."""
     if local_config_dir is None:
         return dict(arch.config)
-    from vramtui.models.hf_config import text_config_of
-
     from vramtui.guarded_read import MAX_JSON_BYTES, read_json
+    from vramtui.models.hf_config import text_config_of
 
     path = Path(local_config_dir) / "config.json"
     raw = read_json(
@@ -114,6 +116,26 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def _attention_route(transformers, spec, hf_config, training: bool, ckpt: str):
+    """None when the family dispatches attention through AttentionInterface (the trace's own
+    functions run), else how it is built instead (attention.builtin_route)."""
+    from vramtui.dryrun import attention
+
+    try:
+        cls = transformers.AutoModelForCausalLM._model_mapping[type(hf_config)]
+    except (KeyError, ValueError, AttributeError):
+        return None  # from_config says why it cannot build this family
+    if attention.uses_attention_interface(cls):
+        return None
+    return attention.builtin_route(
+        hf_config.model_type,
+        spec.runtime.attention,
+        training,
+        ckpt,
+        bool(getattr(cls, "_supports_sdpa", False)),
+    )
+
+
 def build_model(spec, arch, config: dict, *, device: str = "meta") -> BuiltModel:
     torch, transformers = import_torch()
     from vramtui.dryrun import attention
@@ -126,6 +148,9 @@ def build_model(spec, arch, config: dict, *, device: str = "meta") -> BuiltModel
     dtype = getattr(torch, TORCH_DTYPES[compute])
     attention.register()
     impl = attention.implementation_for(spec.runtime.attention, training, ckpt)
+    route = _attention_route(transformers, spec, hf_config, training, ckpt)
+    if route is not None:
+        impl = route.implementation
     kwargs = {"dtype": dtype, "attn_implementation": impl}
     is_moe = arch is not None and arch.is_moe
     if is_moe:
@@ -148,6 +173,10 @@ def build_model(spec, arch, config: dict, *, device: str = "meta") -> BuiltModel
         attn_implementation=impl,
         lm_head=model.get_output_embeddings(),
     )
+    if route is not None:
+        built.attention_used = route.used
+        built.patch_sdpa = route.patch_sdpa
+        built.notes.append(route.note)
     if is_moe:
         built.notes.append(
             "MoE experts run as transformers' grouped_mm (tokens sorted by expert, shapes "

@@ -20,6 +20,45 @@ def run_dry_run(spec, arch, *, local_config_dir: str | Path | None = None) -> Dr
     return trace_spec(spec, arch, local_config_dir=local_config_dir, device="meta")
 
 
+def try_dry_run(
+    spec, arch, *, local_config_dir: str | Path | None = None
+) -> tuple[DryRunResult | None, str | None]:
+    """(the trace, None), or (None, the one-line reason it failed): a failed dry run never
+    takes the ledger with it."""
+    try:
+        return run_dry_run(spec, arch, local_config_dir=local_config_dir), None
+    except DryRunError as exc:
+        return None, str(exc)
+
+
+def failure_note(error: str) -> str:
+    """The estimate's note for a dry run that failed."""
+    return f"dry run failed, the ledger stands without it: {error}"
+
+
+def failure_to_dict(error: str) -> dict:
+    return {"status": "failed", "error": error}
+
+
+def with_dry_run_notes(estimate, result: DryRunResult | None, error: str | None = None):
+    """The estimate with the dry run's notes for the ledger's reader: the failure, or a
+    disagreement of more than 10% on the weights (both figures named, and why)."""
+    from dataclasses import replace
+
+    notes: list[str] = []
+    if error is not None:
+        notes.append(failure_note(error))
+    elif result is not None:
+        from vramtui.dryrun.compare import weights_check
+
+        check = weights_check(result, estimate)
+        if check is not None and check.disagrees:
+            notes.append(check.line())
+    if not notes:
+        return estimate
+    return replace(estimate, notes=(*estimate.notes, *notes))
+
+
 def trace_spec(
     spec, arch, *, local_config_dir: str | Path | None = None, device: str = "meta"
 ) -> DryRunResult:
@@ -115,7 +154,8 @@ def _result(spec, arch, built, run, build_seconds, device, torch, transformers) 
         )
         for p in run.peaks
     )
-    baseline = sum(_baseline(run).values())
+    baseline_by_tag = _baseline(run)
+    baseline = sum(baseline_by_tag.values())
     notes = [*built.notes, *run.notes]
     placement = _placement_note(spec)
     if placement:
@@ -126,7 +166,8 @@ def _result(spec, arch, built, run, build_seconds, device, torch, transformers) 
         task_kind=spec.task.kind,
         compute_dtype=built.compute_dtype,
         attention_kernel=spec.runtime.attention,
-        attention_used=attention.describe(spec.runtime.attention, training, ckpt),
+        attention_used=built.attention_used
+        or attention.describe(spec.runtime.attention, training, ckpt),
         attn_implementation=built.attn_implementation,
         stages=stages,
         baseline_bytes=baseline,
@@ -137,6 +178,8 @@ def _result(spec, arch, built, run, build_seconds, device, torch, transformers) 
         device=device,
         versions=_versions(torch, transformers),
         notes=tuple(notes),
+        weights_bytes=baseline_by_tag.get("parameters", 0),
+        weights_gap=built.weights_gap,
     )
 
 
@@ -166,9 +209,12 @@ def dry_run_to_dict(result: DryRunResult, estimate=None) -> dict:
         for i in result.traced_items()
     ]
     if estimate is not None:
-        from vramtui.dryrun.compare import compare, comparison_to_dict, not_in_trace
+        from vramtui.dryrun.compare import compare, comparison_to_dict, not_in_trace, weights_check
 
         out["comparison"] = comparison_to_dict(compare(result, estimate))
+        check = weights_check(result, estimate)
+        if check is not None:
+            out["weights_check"] = check.to_dict()
         out["not_in_trace"] = [
             {
                 "key": i.key,
