@@ -275,3 +275,240 @@ def test_build_failure_keeps_the_ledger(monkeypatch, capsys):
         "error": "transformers cannot build this model (test); the ledger stands",
     }
     assert data["items"]
+
+
+# ------------------------------------------------------------ stored formats, by hand
+
+
+def test_fp8_block_scaled_linear_by_hand():
+    from vramtui.dryrun.stored import fp8_tensors, tensor_bytes
+
+    # 256 x 256 e4m3 = 65,536 B; 2 x 2 blocks of 128 x 128, one fp32 scale each = 16 B
+    assert tensor_bytes(fp8_tensors(256, 256, (128, 128))) == 65_552
+    # 300 x 200: ceil(300/128) = 3 x ceil(200/128) = 2 scales -> 60,000 + 24 B
+    assert tensor_bytes(fp8_tensors(300, 200, (128, 128))) == 60_024
+    # per tensor: one fp32 scalar
+    assert tensor_bytes(fp8_tensors(256, 256, None)) == 65_540
+
+
+def test_mxfp4_by_hand():
+    from vramtui.dryrun.stored import mxfp4_tensors, tensor_bytes
+
+    # 256 x 256: 256 rows x 8 blocks of 32 values, 16 B + a 1 B scale per block
+    assert tensor_bytes(mxfp4_tensors(256, 256)) == 256 * 8 * 17 == 34_816
+
+
+def _ct(weights: dict, fmt: str, activations: dict | None = None):
+    from vramtui.dryrun.stored import _ct_scheme
+
+    group = {"targets": ["Linear"], "weights": weights, "format": fmt}
+    if activations is not None:
+        group["input_activations"] = activations
+    return _ct_scheme(group, fmt)
+
+
+def test_compressed_tensors_schemes_by_hand():
+    from vramtui.dryrun.stored import ct_tensors, tensor_bytes
+
+    def size(scheme):
+        return tensor_bytes(ct_tensors(scheme, 256, 256, "bfloat16"))
+
+    w4a16 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}
+    # packed int32: 256 rows x 256/8 words x 4 B = 32,768; bf16 scales 256 x 2 = 1,024 B;
+    # weight_shape: 2 int64 = 16 B
+    assert size(_ct({**w4a16, "symmetric": True}, "pack-quantized")) == 33_808
+    # asymmetric: zero points packed along the rows, ceil(256/8) = 32 x 2 int32 = 256 B
+    assert size(_ct({**w4a16, "symmetric": False}, "pack-quantized")) == 34_064
+    # w8a8 int8, per channel: 65,536 B + bf16 scale per row 512 B (dynamic tokens: no input
+    # scale)
+    int8 = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}
+    dyn = {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True}
+    assert size(_ct(int8, "int-quantized", dyn)) == 66_048
+    # fp8 per channel, static per-tensor input scale: 65,536 + 512 + 2 B
+    fp8 = {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}
+    static = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False}
+    assert size(_ct(fp8, "float-quantized", static)) == 66_050
+    # NVFP4: 256 x 128 B packed + e4m3 scale per 16 values (256 x 16 B) + fp32 global scale
+    nvfp4 = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}
+    assert size(_ct(nvfp4, "nvfp4-pack-quantized")) == 32_768 + 4_096 + 4
+
+
+def test_bnb_nf4_double_quant_by_hand():
+    from vramtui.ledger.formats import QuantParams, linear_bytes
+
+    # 256 x 256 = 65,536 values: 32,768 B of 4-bit pairs; 1,024 blocks of 64 with a 1 B absmax
+    # each, and ceil(1,024 / 256) = 4 fp32 second-level scales
+    fb = linear_bytes("nf4", 256, 256, False, QuantParams(double_quant=True))
+    assert fb.total_bytes == 32_768 + 1_024 + 16
+
+
+# Tiny Llama used below: hidden 64, intermediate 128, 2 layers, 4 heads of 16, 2 KV heads,
+# vocabulary 128, untied head. Per layer q, o 64 x 64 (4,096 values each), k, v 32 x 64 (2,048
+# each), gate, up 128 x 64 and down 64 x 128 (8,192 each): 36,864 values in 7 linears; two
+# RMSNorms of 64. Embedding and lm_head 128 x 64 = 8,192 values each, final norm 64.
+TINY_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 128,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "hidden_act": "silu",
+}
+# bf16: embedding + lm_head 2 x 16,384 B, norms (2 x 2 x 64 + 64) x 2 B = 640 B
+TINY_LLAMA_BF16_REST = 2 * 16_384 + 640
+
+
+def test_fp8_block_scaled_tiny_model_by_hand():
+    qc = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    arch = arch_of({**TINY_LLAMA, "quantization_config": qc})
+    r = run_dry_run(infer_spec(weights='format = "fp8"'), arch)
+    # per layer 36,864 B of e4m3 and one 128 x 128 block (fp32 scale, 4 B) per linear: every
+    # matrix is at most 128 x 128 -> 7 scales = 28 B; lm_head stays bf16
+    assert r.weights_bytes == 2 * (36_864 + 28) + TINY_LLAMA_BF16_REST
+    assert any("fp32 scales per 128x128 block" in n for n in r.notes)
+    assert r.weights_gap == ""  # the ledger models fp8
+
+
+def test_mxfp4_experts_tiny_gpt_oss_by_hand():
+    config = tiny(catalog_config("openai/gpt-oss-20b"))
+    qc = catalog_config("openai/gpt-oss-20b")["quantization_config"]
+    arch = arch_of({**config, "quantization_config": qc}, "gpt-oss-tiny")
+    plain, _ = transformers_param_bytes(config)
+    r = run_dry_run(infer_spec(), arch)
+    # 4 experts per layer; bf16 gate_up 64 x 256 and down 128 x 64: 24,576 values = 49,152 B
+    # per expert. Stored: gate_up 256 rows x 2 blocks x 17 B = 8,704 B, down 64 rows x 4
+    # blocks x 17 B = 4,352 B -> 13,056 B per expert. Biases stay bf16.
+    per_layer_bf16 = 4 * 49_152
+    per_layer_mxfp4 = 4 * 13_056
+    assert r.weights_bytes == plain - 2 * per_layer_bf16 + 2 * per_layer_mxfp4
+    assert "does not model mxfp4" in r.weights_gap
+
+
+def test_bnb_prequantised_tiny_model_by_hand():
+    qc = {
+        "quant_method": "bitsandbytes",
+        "load_in_4bit": True,
+        "bnb_4bit_quant_type": "nf4",
+        "bnb_4bit_use_double_quant": True,
+        "llm_int8_skip_modules": ["down_proj"],
+    }
+    arch = arch_of({**TINY_LLAMA, "quantization_config": qc})
+    spec = infer_spec(weights='format = "nf4"\ndouble_quant = true')
+    r = run_dry_run(spec, arch)
+    # nf4 + double quant per linear: n/2 B + one 1 B absmax per 64 values + 4 B per 256 blocks
+    # q, o (4,096): 2,048 + 64 + 4 = 2,116; k, v (2,048): 1,024 + 32 + 4 = 1,060;
+    # gate, up (8,192): 4,096 + 128 + 4 = 4,228; down skipped: bf16 8,192 x 2 = 16,384
+    per_layer = 2 * 2_116 + 2 * 1_060 + 2 * 4_228 + 16_384
+    assert r.weights_bytes == 2 * per_layer + TINY_LLAMA_BF16_REST
+    assert any("pre-quantised checkpoint" in n and "down_proj" in n for n in r.notes)
+
+
+def test_compressed_tensors_w4a16_tiny_model_by_hand():
+    qc = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "ignore": ["lm_head", "re:.*down_proj$"],
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "weights": {
+                    "num_bits": 4,
+                    "type": "int",
+                    "strategy": "group",
+                    "group_size": 32,
+                    "symmetric": True,
+                },
+            }
+        },
+    }
+    arch = arch_of({**TINY_LLAMA, "quantization_config": qc})
+    r = run_dry_run(infer_spec(), arch)
+    # packed int32 rows of in/8 words; bf16 scales per 32 inputs; weight_shape 16 B
+    # q, o (64 x 64): 64 x 8 x 4 = 2,048 + 64 x 2 x 2 = 256 + 16 = 2,320
+    # k, v (32 x 64): 1,024 + 128 + 16 = 1,168; gate, up (128 x 64): 4,096 + 512 + 16 = 4,624
+    # down ignored: bf16 16,384
+    per_layer = 2 * 2_320 + 2 * 1_168 + 2 * 4_624 + 16_384
+    assert r.weights_bytes == 2 * per_layer + TINY_LLAMA_BF16_REST
+    assert "does not model compressed-tensors" in r.weights_gap
+
+
+@pytest.mark.parametrize(
+    ("qc", "why"),
+    [
+        ({"quant_method": "hqq", "nbits": 4}, "stored as hqq"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "sparse-24-bitmask",
+                "sparsity_config": {"format": "sparse-24-bitmask"},
+                "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 8}}},
+            },
+            "sparse-24-bitmask sparsity",
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "pack-quantized",
+                "config_groups": {
+                    "g": {"targets": ["Linear"], "weights": {"num_bits": 3, "type": "int"}}
+                },
+            },
+            "int3",
+        ),
+    ],
+)
+def test_a_format_it_cannot_build_is_refused_with_the_reason(qc, why):
+    arch = arch_of({**TINY_LLAMA, "quantization_config": qc})
+    with pytest.raises(DryRunError) as info:
+        run_dry_run(infer_spec(), arch)
+    text = str(info.value)
+    assert why in text and "stored size" in text and "ledger still stands" in text
+
+
+# ------------------------------------------------ dry run and ledger disagree: both say so
+
+
+def test_weights_disagreement_is_said_by_both():
+    """gpt-oss's MXFP4 experts: the ledger charges bf16 (it does not model MXFP4), the dry
+    run builds them stored; the estimate's notes and the dry-run report name both figures."""
+    from rich.console import Console
+
+    from vramtui.dryrun import dry_run_renderable, dry_run_to_dict
+    from vramtui.dryrun.command import with_dry_run_notes
+
+    config = tiny(catalog_config("openai/gpt-oss-20b"))
+    qc = catalog_config("openai/gpt-oss-20b")["quantization_config"]
+    arch = arch_of({**config, "quantization_config": qc}, "gpt-oss-tiny")
+    spec = infer_spec()
+    r = run_dry_run(spec, arch)
+    est = estimate(spec, arch)
+    ledger = sum(i.max_bytes for i in est.items if i.category in ("weights", "quant_metadata"))
+    assert r.weights_bytes < 0.9 * ledger
+    note = with_dry_run_notes(est, r).notes[-1]
+    assert note.startswith("dry run and ledger disagree on the weights")
+    assert f"({r.weights_bytes:,} B)" in note and f"({ledger:,} B)" in note
+    assert "does not model mxfp4" in note
+    check = dry_run_to_dict(r, est)["weights_check"]
+    assert check["disagrees"] and check["ledger_bytes"] == ledger
+    assert check["trace_bytes"] == r.weights_bytes
+    console = Console(width=200, record=True)
+    console.print(dry_run_renderable(r, est))
+    shown = " ".join(console.export_text().split())
+    assert "warning: dry run and ledger disagree on the weights" in shown
+    assert f"({ledger:,} B)" in shown
+
+
+def test_weights_that_agree_add_no_note():
+    arch = arch_of(TINY_LLAMA)
+    spec = infer_spec()
+    r = run_dry_run(spec, arch)
+    est = estimate(spec, arch)
+    from vramtui.dryrun.command import with_dry_run_notes
+
+    assert with_dry_run_notes(est, r).notes == est.notes

@@ -200,7 +200,7 @@ def build_model(spec, arch, config: dict, *, device: str = "meta") -> BuiltModel
         model.eval()
     if spec.task.kind in ("lora", "qlora"):
         _add_lora(spec, built)
-    _quantize_linears(spec, built)
+    _build_stored_format(spec, arch, config, built)
     if training and spec.task.kind == "full_finetune":
         for p in built.model.parameters():
             p.requires_grad_(p.is_floating_point())
@@ -246,10 +246,30 @@ def _apply_group_dtypes(spec, built: BuiltModel) -> None:
     )
 
 
-def _quantize_linears(spec, built: BuiltModel) -> None:
-    """Replace the linears a quantised format converts by stand-ins (quantized.py)."""
+def _build_stored_format(spec, arch, config: dict, built: BuiltModel) -> None:
+    """The checkpoint's stored format (stored.py), or the spec's format (stand-ins)."""
+    from vramtui.dryrun import stored
+
+    qc = arch.quantization_config if arch is not None else config.get("quantization_config")
+    plan = stored.plan_for(spec, qc)
+    if plan is not None and plan.method not in stored.LEDGER_FORMAT_METHODS:
+        stored.apply(plan, built, spec)
+        return
+    _quantize_linears(spec, built, plan)
+    if plan is not None and built.quantized_linears:
+        built.notes.append(
+            f"pre-quantised checkpoint ({plan.label}): built at its stored sizes by the "
+            f"{spec.weights.format} rule"
+            + (f"; left unconverted: {', '.join(plan.skip)}" if plan.skip else "")
+        )
+
+
+def _quantize_linears(spec, built: BuiltModel, plan=None) -> None:
+    """Replace the linears a quantised format converts by stand-ins (quantized.py); with the
+    checkpoint's plan, the modules it leaves unconverted stay in the compute dtype."""
     torch = __import__("torch")
     from vramtui.dryrun.quantized import FORMAT_NOTES, make_quantized_linear
+    from vramtui.dryrun.stored import skipped
 
     weights = spec.weights
     if weights.formats_used <= set(DTYPE_FORMATS):
@@ -258,6 +278,8 @@ def _quantize_linears(spec, built: BuiltModel) -> None:
     replace = []
     for name, module in built.model.named_modules():
         if type(module) is not torch.nn.Linear or "lora_" in name:
+            continue
+        if plan is not None and skipped(name, plan):
             continue
         group = group_of(name)
         explicit = weights.group_overrides.get(group)

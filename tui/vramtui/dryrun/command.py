@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from vramtui.dryrun.errors import DryRunError
@@ -232,3 +233,30 @@ def dry_run_renderable(result: DryRunResult, estimate=None, unit: str = "gib"):
     from vramtui.dryrun.render import dry_run_renderable as render
 
     return render(result, estimate, unit)
+
+
+def build_weights(spec, arch, *, local_config_dir: str | Path | None = None):
+    """The dry run's weights only: the model built on the meta device (stored formats
+    honoured), no stage traced; a WeightsBuild with its parameter bytes and notes."""
+    from vramtui.dryrun.build import build_model, import_torch, load_config
+
+    if arch is None and local_config_dir is None:
+        raise DryRunError("a bare parameter count has no architecture to build")
+    import_torch()
+    config = load_config(arch, local_config_dir)
+    t0 = time.perf_counter()
+    built = build_model(spec, arch, config, device="meta")
+    seconds = time.perf_counter() - t0
+    adapter = built.adapter_params
+    weights = sum(
+        p.numel() * p.element_size() for p in built.model.parameters() if id(p) not in adapter
+    )
+    return WeightsBuild(weights, built.weights_gap, tuple(built.notes), seconds)
+
+
+@dataclass(frozen=True)
+class WeightsBuild:
+    weights_bytes: int  # parameter bytes of the built model (no adapters, no buffers)
+    weights_gap: str  # why they cannot match the ledger's, "" when they should
+    notes: tuple[str, ...]
+    build_seconds: float
