@@ -507,15 +507,23 @@ def test_cli_estimate_dry_run_json(capsys):
     assert data["param_count"] == 494_032_768
 
 
-def test_cli_dry_run_without_torch_is_one_line(monkeypatch, capsys):
+def test_cli_dry_run_without_torch_keeps_the_ledger(monkeypatch, capsys):
+    """No torch: the ledger is printed all the same, the dry run's failure a note in it."""
     from vramtui.cli import main
 
     for name in [m for m in sys.modules if m == "torch" or m.startswith("torch.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
-    assert main(["estimate", "sample_specs/llama-3.1-8b-chat-8k-x16.toml", "--dry-run"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install '.[dryrun]'" in err
+    spec = "sample_specs/llama-3.1-8b-chat-8k-x16.toml"
+    assert main(["estimate", spec, "--dry-run", "--json"]) == 0
+    out = capsys.readouterr()
+    data = json.loads(out.out)
+    assert data["dry_run"]["status"] == "failed"
+    assert "pip install '.[dryrun]'" in data["dry_run"]["error"]
+    assert any(
+        n.startswith("dry run failed") and "pip install '.[dryrun]'" in n for n in data["notes"]
+    )
+    assert data["items"] and out.err == ""
 
 
 def test_cli_dry_run_refuses_the_simple_mode(capsys):

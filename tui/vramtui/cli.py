@@ -538,11 +538,12 @@ def cmd_estimate(args) -> int:
     from vramtui.ledger.reserve_check import manual_reserve_shortfall
 
     shortfall = manual_reserve_shortfall(spec, arch)
-    traced = None
+    traced = dry_run_error = None
     if args.dry_run:
-        from vramtui.dryrun.command import run_dry_run
+        from vramtui.dryrun.command import try_dry_run, with_dry_run_notes
 
-        traced = run_dry_run(spec, arch)
+        traced, dry_run_error = try_dry_run(spec, arch)
+        est = with_dry_run_notes(est, traced, dry_run_error)
     if args.json:
         from vramtui.ledger.report import estimate_to_dict
 
@@ -560,6 +561,10 @@ def cmd_estimate(args) -> int:
             from vramtui.dryrun.command import dry_run_to_dict
 
             data["dry_run"] = dry_run_to_dict(traced, est)
+        elif dry_run_error is not None:
+            from vramtui.dryrun.command import failure_to_dict
+
+            data["dry_run"] = failure_to_dict(dry_run_error)
         _print_json(data)
         return 0
     from vramtui.render import estimate_renderable, print_renderable

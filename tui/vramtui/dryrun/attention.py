@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass
 
 FLASH_NAME = "vramtui_fused_kernel"
 EAGER_NAME = "vramtui_eager"
@@ -82,6 +83,113 @@ def flash_like_attention(module, query, key, value, attention_mask, **kwargs):
     if _FLASH is None:
         _FLASH = _flash_function()
     return _FLASH.apply(query, key, value), None
+
+
+def _sdpa_function():
+    import torch
+
+    class _SdpaLike(torch.autograd.Function):
+        """SDPA's flash/memory-efficient kernels: output (..., a, s, d_v) as SDPA returns it,
+        fp32 log-sum-exp (..., a, s) saved for backward, dq/dk/dv in backward."""
+
+        @staticmethod
+        def forward(ctx, query, key, value):
+            out = query.new_empty((*query.shape[:-1], value.shape[-1]))
+            lse = torch.empty(query.shape[:-1], dtype=torch.float32, device=query.device)
+            if any(ctx.needs_input_grad):
+                ctx.save_for_backward(query, key, value, out, lse)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            query, key, value, _out, _lse = ctx.saved_tensors
+            gq = torch.empty_like(query) if ctx.needs_input_grad[0] else None
+            gk = torch.empty_like(key) if ctx.needs_input_grad[1] else None
+            gv = torch.empty_like(value) if ctx.needs_input_grad[2] else None
+            return gq, gk, gv
+
+    return _SdpaLike
+
+
+_SDPA = None
+
+
+@contextlib.contextmanager
+def kernel_sdpa(active: bool = True):
+    """While active, `torch.nn.functional.scaled_dot_product_attention` keeps what the fused
+    CUDA kernels keep (for families that call it directly, not through the interface)."""
+    global _SDPA
+    if not active:
+        yield
+        return
+    import torch
+
+    if _SDPA is None:
+        _SDPA = _sdpa_function()
+    functional = torch.nn.functional
+    original = functional.scaled_dot_product_attention
+
+    def sdpa(query, key, value, *args, **kwargs):
+        return _SDPA.apply(query, key, value)
+
+    functional.scaled_dot_product_attention = sdpa
+    try:
+        yield
+    finally:
+        functional.scaled_dot_product_attention = original
+
+
+def uses_attention_interface(model_class) -> bool:
+    """Whether the family's modeling file dispatches attention through AttentionInterface
+    (and so can run the trace's registered functions)."""
+    module = sys.modules.get(getattr(model_class, "__module__", ""), None)
+    return module is not None and hasattr(module, "ALL_ATTENTION_FUNCTIONS")
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a family without the AttentionInterface is built and traced."""
+
+    implementation: str  # "sdpa" | "eager": transformers' own names
+    patch_sdpa: bool  # trace SDPA as the fused kernels (kernel_sdpa)
+    used: str  # what the trace runs, in words
+    note: str
+
+
+def builtin_route(
+    family: str, kernel: str, training: bool, checkpointing: str, supports_sdpa: bool
+) -> Route:
+    """The attention a family that does not use AttentionInterface is traced with."""
+    why = (
+        f"{family} picks its attention class from a fixed table, not transformers' "
+        "AttentionInterface, so the trace's own attention cannot be registered"
+    )
+    selective = training and checkpointing == "selective"
+    if kernel in ("flash", "sdpa") and supports_sdpa:
+        return Route(
+            "sdpa",
+            True,
+            KERNEL_DESCRIPTIONS[kernel] + " (the model's direct SDPA call, traced as the kernel)",
+            f"{why}: built with attn_implementation='sdpa', its scaled_dot_product_attention "
+            "call traced as the fused kernel (output + fp32 log-sum-exp, no s x s scores)",
+        )
+    if kernel in ("flash", "sdpa"):
+        return Route(
+            "eager",
+            False,
+            KERNEL_DESCRIPTIONS["eager"] + f" ({family} has no SDPA path in transformers)",
+            f"{why}, and it has no SDPA path: traced with its eager attention, whose s x s "
+            f"scores a {kernel} kernel would not keep (the trace overstates attention)",
+        )
+    text = KERNEL_DESCRIPTIONS["eager"]
+    note = f"{why}: built with attn_implementation='eager'"
+    if selective:
+        text += "; selective recomputation not applied (the attention core is the model's own)"
+        note += (
+            "; selective recomputation of the attention core cannot be applied to its "
+            "built-in attention, so the trace keeps the scores for backward"
+        )
+    return Route("eager", False, text, note)
 
 
 def _model_eager(module):

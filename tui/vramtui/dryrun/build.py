@@ -32,6 +32,9 @@ class BuiltModel:
     notes: list[str] = field(default_factory=list)
     quantized_linears: int = 0
     param_count: int = 0  # elements of the built model's parameters (stand-ins: packed bytes)
+    attention_used: str | None = None  # set when the family's attention is routed (attention.py)
+    patch_sdpa: bool = False  # trace the model's direct SDPA calls as the fused kernel
+    weights_gap: str = ""  # why the weights built cannot match the ledger's (stored.py)
 
 
 def import_torch():
@@ -48,9 +51,8 @@ def load_config(arch, local_config_dir: str | Path | None) -> dict:
     """The text model's config dict: from DIR/config.json when given, else the catalogue's."""
     if local_config_dir is None:
         return dict(arch.config)
-    from vramtui.models.hf_config import text_config_of
-
     from vramtui.guarded_read import MAX_JSON_BYTES, read_json
+    from vramtui.models.hf_config import text_config_of
 
     path = Path(local_config_dir) / "config.json"
     raw = read_json(
@@ -114,6 +116,26 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def _attention_route(transformers, spec, hf_config, training: bool, ckpt: str):
+    """None when the family dispatches attention through AttentionInterface (the trace's own
+    functions run), else how it is built instead (attention.builtin_route)."""
+    from vramtui.dryrun import attention
+
+    try:
+        cls = transformers.AutoModelForCausalLM._model_mapping[type(hf_config)]
+    except (KeyError, ValueError, AttributeError):
+        return None  # from_config says why it cannot build this family
+    if attention.uses_attention_interface(cls):
+        return None
+    return attention.builtin_route(
+        hf_config.model_type,
+        spec.runtime.attention,
+        training,
+        ckpt,
+        bool(getattr(cls, "_supports_sdpa", False)),
+    )
+
+
 def build_model(spec, arch, config: dict, *, device: str = "meta") -> BuiltModel:
     torch, transformers = import_torch()
     from vramtui.dryrun import attention
@@ -126,6 +148,9 @@ def build_model(spec, arch, config: dict, *, device: str = "meta") -> BuiltModel
     dtype = getattr(torch, TORCH_DTYPES[compute])
     attention.register()
     impl = attention.implementation_for(spec.runtime.attention, training, ckpt)
+    route = _attention_route(transformers, spec, hf_config, training, ckpt)
+    if route is not None:
+        impl = route.implementation
     kwargs = {"dtype": dtype, "attn_implementation": impl}
     is_moe = arch is not None and arch.is_moe
     if is_moe:
@@ -148,6 +173,10 @@ def build_model(spec, arch, config: dict, *, device: str = "meta") -> BuiltModel
         attn_implementation=impl,
         lm_head=model.get_output_embeddings(),
     )
+    if route is not None:
+        built.attention_used = route.used
+        built.patch_sdpa = route.patch_sdpa
+        built.notes.append(route.note)
     if is_moe:
         built.notes.append(
             "MoE experts run as transformers' grouped_mm (tokens sorted by expert, shapes "
@@ -171,7 +200,7 @@ def build_model(spec, arch, config: dict, *, device: str = "meta") -> BuiltModel
         model.eval()
     if spec.task.kind in ("lora", "qlora"):
         _add_lora(spec, built)
-    _quantize_linears(spec, built)
+    _build_stored_format(spec, arch, config, built)
     if training and spec.task.kind == "full_finetune":
         for p in built.model.parameters():
             p.requires_grad_(p.is_floating_point())
@@ -217,10 +246,30 @@ def _apply_group_dtypes(spec, built: BuiltModel) -> None:
     )
 
 
-def _quantize_linears(spec, built: BuiltModel) -> None:
-    """Replace the linears a quantised format converts by stand-ins (quantized.py)."""
+def _build_stored_format(spec, arch, config: dict, built: BuiltModel) -> None:
+    """The checkpoint's stored format (stored.py), or the spec's format (stand-ins)."""
+    from vramtui.dryrun import stored
+
+    qc = arch.quantization_config if arch is not None else config.get("quantization_config")
+    plan = stored.plan_for(spec, qc)
+    if plan is not None and plan.method not in stored.LEDGER_FORMAT_METHODS:
+        stored.apply(plan, built, spec)
+        return
+    _quantize_linears(spec, built, plan)
+    if plan is not None and built.quantized_linears:
+        built.notes.append(
+            f"pre-quantised checkpoint ({plan.label}): built at its stored sizes by the "
+            f"{spec.weights.format} rule"
+            + (f"; left unconverted: {', '.join(plan.skip)}" if plan.skip else "")
+        )
+
+
+def _quantize_linears(spec, built: BuiltModel, plan=None) -> None:
+    """Replace the linears a quantised format converts by stand-ins (quantized.py); with the
+    checkpoint's plan, the modules it leaves unconverted stay in the compute dtype."""
     torch = __import__("torch")
     from vramtui.dryrun.quantized import FORMAT_NOTES, make_quantized_linear
+    from vramtui.dryrun.stored import skipped
 
     weights = spec.weights
     if weights.formats_used <= set(DTYPE_FORMATS):
@@ -229,6 +278,8 @@ def _quantize_linears(spec, built: BuiltModel) -> None:
     replace = []
     for name, module in built.model.named_modules():
         if type(module) is not torch.nn.Linear or "lora_" in name:
+            continue
+        if plan is not None and skipped(name, plan):
             continue
         group = group_of(name)
         explicit = weights.group_overrides.get(group)

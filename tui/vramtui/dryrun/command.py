@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from vramtui.dryrun.errors import DryRunError
@@ -18,6 +19,45 @@ def run_dry_run(spec, arch, *, local_config_dir: str | Path | None = None) -> Dr
     runs an op with no meta kernel; the analytic ledger stands in every case.
     """
     return trace_spec(spec, arch, local_config_dir=local_config_dir, device="meta")
+
+
+def try_dry_run(
+    spec, arch, *, local_config_dir: str | Path | None = None
+) -> tuple[DryRunResult | None, str | None]:
+    """(the trace, None), or (None, the one-line reason it failed): a failed dry run never
+    takes the ledger with it."""
+    try:
+        return run_dry_run(spec, arch, local_config_dir=local_config_dir), None
+    except DryRunError as exc:
+        return None, str(exc)
+
+
+def failure_note(error: str) -> str:
+    """The estimate's note for a dry run that failed."""
+    return f"dry run failed, the ledger stands without it: {error}"
+
+
+def failure_to_dict(error: str) -> dict:
+    return {"status": "failed", "error": error}
+
+
+def with_dry_run_notes(estimate, result: DryRunResult | None, error: str | None = None):
+    """The estimate with the dry run's notes for the ledger's reader: the failure, or a
+    disagreement of more than 10% on the weights (both figures named, and why)."""
+    from dataclasses import replace
+
+    notes: list[str] = []
+    if error is not None:
+        notes.append(failure_note(error))
+    elif result is not None:
+        from vramtui.dryrun.compare import weights_check
+
+        check = weights_check(result, estimate)
+        if check is not None and check.disagrees:
+            notes.append(check.line())
+    if not notes:
+        return estimate
+    return replace(estimate, notes=(*estimate.notes, *notes))
 
 
 def trace_spec(
@@ -115,7 +155,8 @@ def _result(spec, arch, built, run, build_seconds, device, torch, transformers) 
         )
         for p in run.peaks
     )
-    baseline = sum(_baseline(run).values())
+    baseline_by_tag = _baseline(run)
+    baseline = sum(baseline_by_tag.values())
     notes = [*built.notes, *run.notes]
     placement = _placement_note(spec)
     if placement:
@@ -126,7 +167,8 @@ def _result(spec, arch, built, run, build_seconds, device, torch, transformers) 
         task_kind=spec.task.kind,
         compute_dtype=built.compute_dtype,
         attention_kernel=spec.runtime.attention,
-        attention_used=attention.describe(spec.runtime.attention, training, ckpt),
+        attention_used=built.attention_used
+        or attention.describe(spec.runtime.attention, training, ckpt),
         attn_implementation=built.attn_implementation,
         stages=stages,
         baseline_bytes=baseline,
@@ -137,6 +179,8 @@ def _result(spec, arch, built, run, build_seconds, device, torch, transformers) 
         device=device,
         versions=_versions(torch, transformers),
         notes=tuple(notes),
+        weights_bytes=baseline_by_tag.get("parameters", 0),
+        weights_gap=built.weights_gap,
     )
 
 
@@ -166,9 +210,12 @@ def dry_run_to_dict(result: DryRunResult, estimate=None) -> dict:
         for i in result.traced_items()
     ]
     if estimate is not None:
-        from vramtui.dryrun.compare import compare, comparison_to_dict, not_in_trace
+        from vramtui.dryrun.compare import compare, comparison_to_dict, not_in_trace, weights_check
 
         out["comparison"] = comparison_to_dict(compare(result, estimate))
+        check = weights_check(result, estimate)
+        if check is not None:
+            out["weights_check"] = check.to_dict()
         out["not_in_trace"] = [
             {
                 "key": i.key,
@@ -186,3 +233,30 @@ def dry_run_renderable(result: DryRunResult, estimate=None, unit: str = "gib"):
     from vramtui.dryrun.render import dry_run_renderable as render
 
     return render(result, estimate, unit)
+
+
+def build_weights(spec, arch, *, local_config_dir: str | Path | None = None):
+    """The dry run's weights only: the model built on the meta device (stored formats
+    honoured), no stage traced; a WeightsBuild with its parameter bytes and notes."""
+    from vramtui.dryrun.build import build_model, import_torch, load_config
+
+    if arch is None and local_config_dir is None:
+        raise DryRunError("a bare parameter count has no architecture to build")
+    import_torch()
+    config = load_config(arch, local_config_dir)
+    t0 = time.perf_counter()
+    built = build_model(spec, arch, config, device="meta")
+    seconds = time.perf_counter() - t0
+    adapter = built.adapter_params
+    weights = sum(
+        p.numel() * p.element_size() for p in built.model.parameters() if id(p) not in adapter
+    )
+    return WeightsBuild(weights, built.weights_gap, tuple(built.notes), seconds)
+
+
+@dataclass(frozen=True)
+class WeightsBuild:
+    weights_bytes: int  # parameter bytes of the built model (no adapters, no buffers)
+    weights_gap: str  # why they cannot match the ledger's, "" when they should
+    notes: tuple[str, ...]
+    build_seconds: float

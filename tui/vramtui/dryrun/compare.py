@@ -161,3 +161,67 @@ def _round(x: float | None) -> float | str | None:
     if x in (float("inf"), float("-inf")):
         return "inf"
     return round(x, 2)
+
+
+# The ledger's categories that hold the weights (one copy of the whole model).
+WEIGHT_CATEGORIES = ("weights", "quant_metadata")
+
+
+@dataclass(frozen=True)
+class WeightsCheck:
+    """The weights as built by the dry run (parameter bytes, stored formats honoured) beside
+    the ledger's weights and quantisation metadata, whole model."""
+
+    trace_bytes: int
+    ledger_bytes: int
+    reason: str  # why they differ, when the dry run knows; "" otherwise
+
+    @property
+    def difference_pct(self) -> float | None:
+        return _pct(self.trace_bytes, self.ledger_bytes)
+
+    @property
+    def disagrees(self) -> bool:
+        pct = self.difference_pct
+        return pct is not None and abs(pct) > DISAGREEMENT_PCT
+
+    def line(self) -> str:
+        from vramtui.units import format_bytes_readable
+
+        pct = self.difference_pct
+        how = "inf" if pct in (None, float("inf")) else f"{pct:+.1f}%"
+        why = self.reason or (
+            "no known cause: one of the two is wrong, please report it with the spec"
+        )
+        return (
+            f"dry run and ledger disagree on the weights by {how} (more than "
+            f"{DISAGREEMENT_PCT:g}%): dry run {format_bytes_readable(self.trace_bytes)} "
+            f"({self.trace_bytes:,} B), ledger {format_bytes_readable(self.ledger_bytes)} "
+            f"({self.ledger_bytes:,} B); why: {why}"
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "trace_bytes": self.trace_bytes,
+            "ledger_bytes": self.ledger_bytes,
+            "difference_pct": _round(self.difference_pct),
+            "disagrees": self.disagrees,
+            "threshold_pct": DISAGREEMENT_PCT,
+            "reason": self.reason or None,
+        }
+
+
+def ledger_weights_bytes(estimate) -> int:
+    return sum(
+        i.max_bytes for i in estimate.items if i.category in WEIGHT_CATEGORIES and not i.is_unknown
+    )
+
+
+def weights_check(result, estimate) -> WeightsCheck | None:
+    """The weights of the dry run's build beside the ledger's; None when either is missing."""
+    if result.weights_bytes is None:
+        return None
+    ledger = ledger_weights_bytes(estimate)
+    if ledger == 0:
+        return None
+    return WeightsCheck(result.weights_bytes, ledger, result.weights_gap)

@@ -132,3 +132,53 @@ def make_quantized_linear(linear, fmt: str, quant, dtype):
         bias,
         device,
     )
+
+
+_STORED_CLASS = None
+
+
+def _stored_class():
+    global _STORED_CLASS
+    if _STORED_CLASS is not None:
+        return _STORED_CLASS
+    import torch
+
+    fn = _function()
+
+    class StoredLinearStandIn(torch.nn.Module):
+        """A pre-quantised checkpoint's linear: its stored tensors (names, shapes and dtypes
+        as in the safetensors) as parameters; forward without a 16-bit weight copy."""
+
+        def __init__(self, in_features, out_features, fmt, tensors, bias, device):
+            super().__init__()
+            self.in_features = in_features
+            self.out_features = out_features
+            self.fmt = fmt
+            for name, shape, dtype in tensors:
+                t = torch.empty(shape, dtype=getattr(torch, dtype), device=device)
+                self.register_parameter(name, torch.nn.Parameter(t, requires_grad=False))
+            self.bias = bias
+
+        def forward(self, x):
+            return fn.apply(x, self.bias, self.out_features, self.in_features, False)
+
+        def extra_repr(self) -> str:
+            return f"in={self.in_features}, out={self.out_features}, stored={self.fmt}"
+
+    _STORED_CLASS = StoredLinearStandIn
+    return _STORED_CLASS
+
+
+def make_stored_linear(linear, fmt: str, tensors, dtype):
+    """A stand-in for `linear` holding `tensors` [(name, shape, torch dtype name)], the
+    checkpoint's stored tensors of that layer; the bias stays in the compute dtype."""
+    import torch
+
+    device = linear.weight.device
+    bias = None
+    if linear.bias is not None:
+        bias = torch.nn.Parameter(
+            torch.empty(linear.out_features, dtype=dtype, device=device), requires_grad=False
+        )
+    cls = _stored_class()
+    return cls(linear.in_features, linear.out_features, fmt, tensors, bias, device)

@@ -126,6 +126,12 @@ def dry_run_renderable(result: DryRunResult, estimate=None, unit: str = "gib") -
                 size = "unknown" if i.is_unknown else _fmt(i.max_bytes, unit)
                 lines.append(f"  {in_unit(i.name, unit)}: {size} ({i.status})\n")
             parts.append(lines)
+    if estimate is not None:
+        from vramtui.dryrun.compare import weights_check
+
+        check = weights_check(result, estimate)
+        if check is not None and check.disagrees:
+            parts.append(Text(f"warning: {check.line()}", style="bold yellow"))
     for note in result.notes:
         parts.append(Text(f"note: {note}", style="dim"))
     return Group(*parts)

@@ -72,6 +72,11 @@ class DryRunResult:
     device: str = "meta"
     versions: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # parameter bytes of the built model (no adapters, no buffers): the weights as stored
+    weights_bytes: int | None = None
+    # why the built weights cannot match the ledger's (a stored format the ledger does not
+    # model, ...), "" when they should match
+    weights_gap: str = ""
     counter: str = COUNTER
     status: str = TRACED_ESTIMATE
     block_bytes: int = 512
@@ -163,6 +168,7 @@ class DryRunResult:
                 "attn_implementation": self.attn_implementation,
             },
             "baseline_bytes": self.baseline_bytes,
+            "weights_bytes": self.weights_bytes,
             "param_count": self.param_count,
             "trainable_params": self.trainable_params,
             "saved_activations_bytes": self.saved_activations_bytes,

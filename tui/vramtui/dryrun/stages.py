@@ -95,7 +95,13 @@ def run_stages(spec, built, *, device: str = "meta") -> TraceRun:
     attention.ACTIVE_TRACKER = tracker
     region = _LogitsRegion(built, tracker)
     try:
-        with warnings.catch_warnings(), _unpacked_sequences(), _cuda_dropout(torch), tracker:
+        with (
+            warnings.catch_warnings(),
+            _unpacked_sequences(),
+            _cuda_dropout(torch),
+            attention.kernel_sdpa(built.patch_sdpa),
+            tracker,
+        ):
             # transformers 5 renames past_key_values -> cache; older releases know only the former
             warnings.simplefilter("ignore", FutureWarning)
             _register_baseline(built, tracker)
