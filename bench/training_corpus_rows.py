@@ -26,7 +26,7 @@ import json
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -264,7 +264,7 @@ def load_rows(root: Path = CORPUS) -> list[Row]:
 # ------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def resolve_arch(model: str):
     """(Architecture, where it came from) or (None, why not)."""
     from vramtui.models.hf_config import architecture_from_hf_config
@@ -570,7 +570,7 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
 # ------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def find_card(name: str):
     from vramtui.catalog import find_gpu, load_catalog
 

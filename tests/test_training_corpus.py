@@ -11,8 +11,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-import training_corpus_rows as tc  # noqa: E402
-from bench_training_corpus import error_stats, p90  # noqa: E402
+import training_corpus_rows as tc
+from bench_training_corpus import error_stats, p90
 
 ROWS = tc.load_rows()
 BY_FILE = {r.file: r for r in ROWS}
