@@ -1,0 +1,643 @@
+"""The training-memory corpus (`tests/training_corpus/`) read as vramtui specs.
+
+Each row is a published peak-memory figure with the settings its source states. `size_row`
+turns one row into a spec through the public spec API (`spec_from_dict`, the TOML schema of
+docs/spec-format.md), runs the ledger, and compares the estimate with the figure through
+`vramtui.measure.compare` (the slice of the ledger the row's counter sees), and, for an
+out-of-memory row, judges the estimate against the card that failed the way `vramtui fit` and
+the shortlist do (`vramtui.fit_capacity`).
+
+Rules:
+- The model is the catalogue's when the catalogue has it (by Hub id or alias), else a real
+  `config.json` kept in the test data; `MODEL_SOURCES` names, for each row model that is not
+  found under its own name, the file used and why it is the same architecture. A model with
+  neither is "not sized: model config unavailable offline", never guessed.
+- A setting the row states is used as stated. A setting it leaves out takes vramtui's default
+  (`spec_overrides.TRAINING_DEFAULTS`, `LORA_DEFAULTS`, a 2,048-token sequence, micro-batch 1,
+  sdpa attention, no sharding); every default taken is listed in the row's result, and rows
+  the corpus marks under-specified are reported apart from fully specified ones.
+- Settings the spec cannot express (paged or 4-bit optimisers, CPU offload, a ZeRO stage left
+  unstated) are sized with the nearest spec value and listed as approximations.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "tests" / "training_corpus"
+HALVES = ("development", "held_out")
+
+FRAMEWORKS = (
+    "litgpt",
+    "torchtune",
+    "axolotl",
+    "hf-trainer",
+    "unsloth",
+    "deepspeed",
+    "accelerate-fsdp",
+    "custom",
+)
+COUNTERS = ("max_memory_allocated", "max_memory_reserved", "peak_memory_active", "nvml", "unknown")
+OUTCOMES = ("ok", "oom")
+REQUIRED_KEYS = (
+    "source_url",
+    "source_id",
+    "framework",
+    "framework_version",
+    "outcome",
+    "counter",
+    "as_written",
+    "bytes",
+    "gpu",
+    "n_gpus",
+    "under_specified",
+    "missing",
+    "settings_source",
+    "notes",
+    "settings",
+    "excerpt",
+)
+
+# The spec quantity each counter is compared as (vramtui.measure.compare picks the ledger
+# slice): torchtune's peak_memory_active is the allocator's active bytes, which track
+# allocated; a counter the source does not name is compared as allocated and marked.
+COUNTER_QUANTITY = {
+    "max_memory_allocated": "max_memory_allocated",
+    "peak_memory_active": "max_memory_allocated",
+    "max_memory_reserved": "max_memory_reserved",
+    "nvml": "nvml_used",
+    "unknown": "max_memory_allocated",
+}
+
+# Row models not found in the catalogue under their own name: (kind, reference, why). "catalogue"
+# references a catalogue Hub id; "config" a real config.json under tests/data.
+MODEL_SOURCES: dict[str, tuple[str, str, str]] = {
+    "meta-llama/Llama-3.2-1B": (
+        "catalogue",
+        "meta-llama/Llama-3.2-1B-Instruct",
+        "base and Instruct of Llama 3.2 1B publish the same architecture config",
+    ),
+    "meta-llama/Llama-3.2-3B": (
+        "catalogue",
+        "meta-llama/Llama-3.2-3B-Instruct",
+        "base and Instruct of Llama 3.2 3B publish the same architecture config",
+    ),
+    "meta-llama/Llama-3.1-8B": (
+        "catalogue",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "base and Instruct of Llama 3.1 8B publish the same architecture config",
+    ),
+    "meta-llama/Meta-Llama-3.1-8B": (
+        "catalogue",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "the Hub's former name of Llama-3.1-8B; base and Instruct share the architecture",
+    ),
+    "meta-llama/Llama-3.1-70B": (
+        "catalogue",
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "base and Instruct of Llama 3.1 70B publish the same architecture config",
+    ),
+    "meta-llama/Llama-3.1-405B": (
+        "catalogue",
+        "meta-llama/Llama-3.1-405B-Instruct",
+        "base and Instruct of Llama 3.1 405B publish the same architecture config",
+    ),
+    "meta-llama/Llama-2-7b": (
+        "catalogue",
+        "meta-llama/Llama-2-7b-hf",
+        "the original-format release of the same weights (torchtune loads it as Llama-2-7b)",
+    ),
+    "google/gemma-2-2b": (
+        "catalogue",
+        "google/gemma-2-2b-it",
+        "base and -it of Gemma 2 2B publish the same architecture config",
+    ),
+    "google/gemma-2-9b": (
+        "catalogue",
+        "google/gemma-2-9b-it",
+        "base and -it of Gemma 2 9B publish the same architecture config",
+    ),
+    "unsloth/Mistral-7B-v0.2": (
+        "catalogue",
+        "mistralai/Mistral-7B-v0.1",
+        (
+            "v0.2 base has v0.1's tensor shapes (hidden 4096, 32 layers, 8 KV heads, intermediate "
+            "14336, vocabulary 32000); it differs in rope_theta and sliding window, neither of "
+            "which changes memory at these lengths"
+        ),
+    ),
+    "google/gemma-2b": ("config", "tests/data/configs/gemma-2b.json", "its published config"),
+    "gemma-2b": ("config", "tests/data/configs/gemma-2b.json", "google/gemma-2b's config"),
+    "microsoft/phi-1_5": ("config", "tests/data/configs/phi-1_5.json", "its published config"),
+    "microsoft/phi-2": ("config", "tests/data/configs/phi-2.json", "its published config"),
+}
+
+NOT_AVAILABLE = "model config unavailable offline"
+
+# Row GPU names the catalogue's aliases do not spell that way.
+GPU_NAMES = {"tesla v100-sxm2 16gb": "v100-16gb"}
+
+# Methods the ledger models; everything else (adapters, prompt tuning, IA3, ...) is counted
+# apart as a method vramtui does not size.
+TASK_OF_METHOD = {"full": "full_finetune", "lora": "lora", "qlora": "qlora"}
+
+# Precisions that train in pure bf16 (parameters, gradients and optimiser states in the
+# parameter dtype, no fp32 master copy): LitGPT's bf16-true, torchtune's dtype bf16, PEFT's
+# method-comparison loop with the model in bf16 and use_amp false.
+PURE_BF16 = ("bf16-true", "bf16", "bfloat16 (model dtype; use_amp false)")
+
+# LitGPT's LoRA flags and torchtune's lora_attn_modules names, by what they adapt.
+ATTENTION_INPUTS = ("q_proj", "k_proj", "v_proj")
+FUSED_QKV = ("query_key_value", "qkv_proj", "Wqkv", "c_attn")
+TARGET_ROLE = {
+    "query": "q",
+    "key": "k",
+    "value": "v",
+    "q_proj": "q",
+    "k_proj": "k",
+    "v_proj": "v",
+    "projection": "attn_out",
+    "output_proj": "attn_out",
+    "mlp": "mlp",
+    "head": "head",
+    "output": "head",
+}
+
+SEQ_CAP = re.compile(r"\bcap\b|truncat|may be shorter|samples are truncated", re.IGNORECASE)
+
+
+@dataclass
+class Row:
+    file: str  # file name in rows/
+    data: dict
+    half: str
+
+    @property
+    def settings(self) -> dict:
+        return self.data["settings"]
+
+    @property
+    def framework(self) -> str:
+        return self.data["framework"]
+
+    @property
+    def counter(self) -> str:
+        return self.data["counter"]
+
+    @property
+    def under_specified(self) -> bool:
+        return bool(self.data["under_specified"])
+
+    @property
+    def is_oom(self) -> bool:
+        return self.data["outcome"] == "oom"
+
+
+@dataclass
+class Sized:
+    """One row's result. `status`: "sized" or "not sized" (`reason` says why)."""
+
+    row: Row
+    status: str
+    reason: str = ""
+    spec_dict: dict | None = None
+    model_source: str = ""
+    defaults: list[str] = field(default_factory=list)  # settings taken from vramtui's defaults
+    approximations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    estimate_bytes: int | None = None  # the counter's slice at the worst stage, per GPU
+    estimate_stage: str = ""
+    error: float | None = None  # (estimate - measured) / measured
+    verdict: str = ""  # OOM rows: fits | does_not_fit | cannot_tell | "" (no card)
+    verdict_reason: str = ""
+
+    def to_dict(self) -> dict:
+        r = self.row
+        return {
+            "file": r.file,
+            "half": r.half,
+            "source_id": r.data["source_id"],
+            "framework": r.framework,
+            "counter": r.counter,
+            "counter_compared_as": COUNTER_QUANTITY[r.counter],
+            "outcome": r.data["outcome"],
+            "under_specified": r.under_specified,
+            "measured_bytes": r.data["bytes"],
+            "as_written": r.data["as_written"],
+            "status": self.status,
+            "reason": self.reason,
+            "model_source": self.model_source,
+            "defaults": self.defaults,
+            "approximations": self.approximations,
+            "notes": self.notes,
+            "estimate_bytes": self.estimate_bytes,
+            "estimate_stage": self.estimate_stage,
+            "error": self.error,
+            "verdict": self.verdict,
+            "verdict_reason": self.verdict_reason,
+        }
+
+
+def load_split(root: Path = CORPUS) -> dict[str, str]:
+    """source_id -> half."""
+    split = tomllib.loads((root / "split.toml").read_text(encoding="utf-8"))
+    return {s: half for half in HALVES for s in split.get(half, {}).get("sources", [])}
+
+
+def load_rows(root: Path = CORPUS) -> list[Row]:
+    half_of = load_split(root)
+    rows = []
+    for path in sorted((root / "rows").glob("*.toml")):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        rows.append(Row(path.name, data, half_of.get(data.get("source_id", ""), "")))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------
+# Model
+# ------------------------------------------------------------------------------------------
+
+
+@cache
+def resolve_arch(model: str):
+    """(Architecture, where it came from) or (None, why not)."""
+    from vramtui.models.hf_config import architecture_from_hf_config
+    from vramtui.models.registry import lookup_model
+
+    arch = lookup_model(model)
+    if arch is not None:
+        return arch, f"catalogue {arch.model_id}"
+    if model not in MODEL_SOURCES:
+        return None, NOT_AVAILABLE
+    kind, ref, why = MODEL_SOURCES[model]
+    if kind == "catalogue":
+        arch = lookup_model(ref)
+        if arch is None:
+            return None, NOT_AVAILABLE
+        return arch, f"catalogue {ref} ({why})"
+    config = json.loads((REPO / ref).read_text(encoding="utf-8"))
+    arch = architecture_from_hf_config(config, model_id=model, source=f"{ref} ({why})")
+    return arch, f"{ref} ({why})"
+
+
+def _linear_names(arch) -> dict[str, str]:
+    """Linear module leaf name -> group."""
+    return {m.name: m.group for m in arch.modules() if m.lora_adaptable}
+
+
+def map_targets(targets: list[str], arch) -> tuple[list[str], list[str]]:
+    """The row's LoRA targets as the model's module leaf names, and notes on the mapping.
+
+    LitGPT's flags (query, key, value, projection, mlp, head) and torchtune's names (q_proj,
+    k_proj, v_proj, output_proj, mlp, output) become the Hugging Face modules they adapt: a
+    model with fused qkv adapts that one module, `mlp` every MLP linear, `head` / `output`
+    the LM head (none when the head is tied to the embedding). Other names are kept."""
+    if any(t.startswith("all-linear") for t in targets):
+        return ["all-linear"], []
+    linear = _linear_names(arch)
+    out: list[str] = []
+    notes: list[str] = []
+
+    def add(name: str) -> None:
+        if name not in out:
+            out.append(name)
+
+    for t in targets:
+        role = TARGET_ROLE.get(t)
+        if role in ("q", "k", "v"):
+            name = {"q": "q_proj", "k": "k_proj", "v": "v_proj"}[role]
+            if name in linear:
+                add(name)
+            else:
+                fused = [f for f in FUSED_QKV if f in linear]
+                if fused:
+                    add(fused[0])
+                    notes.append(f"LoRA target {t!r} is part of the fused {fused[0]}")
+                else:
+                    add(t)
+        elif role == "attn_out":
+            outs = [
+                n
+                for n, g in linear.items()
+                if g == "attention" and n not in ATTENTION_INPUTS and n not in FUSED_QKV
+            ]
+            for n in sorted(outs):
+                add(n)
+            if not outs:
+                add(t)
+        elif role == "mlp":
+            mlps = sorted(n for n, g in linear.items() if g == "mlp")
+            for n in mlps:
+                add(n)
+            if not mlps:
+                add(t)
+        elif role == "head":
+            heads = [n for n, g in linear.items() if g == "lm_head"]
+            if heads:
+                add(heads[0])
+            else:
+                notes.append(f"LoRA target {t!r}: the LM head is tied to the embedding here")
+        else:
+            add(t)
+    return out, notes
+
+
+# ------------------------------------------------------------------------------------------
+# Spec
+# ------------------------------------------------------------------------------------------
+
+
+def spec_has_framework_field() -> bool:
+    """Does the spec schema know `[training] framework` (framework profiles)?"""
+    from vramtui.errors import SpecError
+    from vramtui.spec import spec_from_dict
+
+    probe = {
+        "schema_version": 1,
+        "model": {"params": 1_000_000},
+        "task": {"kind": "full_finetune"},
+        "weights": {"format": "bf16"},
+        "lengths": {"seq_len": 8},
+        "batch": {"micro_batch": 1},
+        "training": {
+            "optimizer": "adamw",
+            "master_weights_fp32": False,
+            "grad_dtype": "bf16",
+            "grad_checkpointing": "none",
+            "framework": "custom",
+        },
+        "runtime": {"attention": "sdpa"},
+        "placement": {"gpus": 1},
+        "headroom": {"mode": "itemised"},
+    }
+    try:
+        spec_from_dict(probe)
+    except SpecError:
+        return False
+    return True
+
+
+# Set `training.framework` from the row when the schema has the field (framework profiles).
+SET_FRAMEWORK = spec_has_framework_field()
+
+
+def _weights(s: dict, task: str, approx: list[str], defaults: list[str]) -> dict:
+    quantize = str(s.get("quantize", "")).lower()
+    precision = str(s.get("precision", "")).lower()
+    if "nf4" in quantize or "4-bit" in quantize or "4bit" in quantize:
+        w = {"format": "nf4"}
+        if "dq" in quantize or "double" in quantize or "nf4-dq" in quantize:
+            w["double_quant"] = True
+        elif quantize.startswith("bnb.nf4"):
+            w["double_quant"] = False  # LitGPT's bnb.nf4 (without -dq)
+        else:
+            w["double_quant"] = True
+            defaults.append("weights.double_quant = true")
+        return w
+    if "8-bit" in quantize or "int8" in quantize or "8bit" in quantize:
+        return {"format": "int8"}
+    if not precision:
+        defaults.append("weights.format = bf16")
+        return {"format": "bf16"}
+    if precision.startswith(("fp32", "fp16 mixed")):
+        return {"format": "fp32"}
+    if precision.startswith("fp16"):
+        return {"format": "fp16"}
+    return {"format": "bf16"}
+
+
+def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) -> dict:
+    from vramtui.spec_overrides import TRAINING_DEFAULTS
+
+    t = dict(TRAINING_DEFAULTS)
+    precision = str(s.get("precision", "")).lower()
+    if precision in PURE_BF16:
+        t.update(master_weights_fp32=False, grad_dtype="bf16", optimizer_state_dtype="bf16")
+    elif weights["format"] == "fp32":
+        t.update(master_weights_fp32=False, grad_dtype="fp32", optimizer_state_dtype="fp32")
+    elif not precision:
+        defaults.append("precision (fp32 master weights, bf16 gradients, fp32 states)")
+    opt = str(s.get("optimizer", "")).lower()
+    if not opt:
+        defaults.append("training.optimizer = adamw")
+    elif "8bit" in opt or "8-bit" in opt:
+        t["optimizer"] = "adamw_8bit"
+        t.pop("optimizer_state_dtype", None)
+    elif "adafactor" in opt:
+        t["optimizer"] = "adafactor"
+    elif "paged" in opt:
+        t["optimizer"] = "adamw"
+        approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no paged field)")
+    elif "4bit" in opt:
+        t["optimizer"] = "adamw"
+        approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no 4-bit state)")
+    elif "adam" in opt:
+        t["optimizer"] = "adamw"
+    else:
+        approx.append(f"optimizer {s['optimizer']!r} sized as adamw")
+    if "optimizer_state_dtype" in t and t["optimizer"] not in (
+        "adamw",
+        "sgd_momentum",
+        "adafactor",
+    ):
+        t.pop("optimizer_state_dtype")
+    if "grad_checkpointing" in s:
+        t["grad_checkpointing"] = "full" if s["grad_checkpointing"] else "none"
+    else:
+        defaults.append("training.grad_checkpointing = none")
+    if s.get("optimizer_in_bwd"):
+        approx.append("optimizer_in_bwd: sized with a full set of gradients")
+    if s.get("activation_offloading"):
+        approx.append("activation offloading: not in the spec")
+    return t
+
+
+def _sharding(s: dict, n_gpus: int, approx: list[str], defaults: list[str]) -> str:
+    text = str(s.get("sharding", "")).lower()
+    if text.startswith("fsdp"):
+        return "fsdp"
+    if "zero3" in text or "zero-3" in text or "stage 3" in text:
+        return "zero3"
+    if "zero2" in text:
+        return "zero2"
+    if "zero" in text:
+        approx.append("ZeRO stage not stated: sized as zero3")
+        return "zero3"
+    if n_gpus > 1:
+        defaults.append("placement.data_parallel_sharding = none (not stated)")
+    return "none"
+
+
+def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[str], list[str]]:
+    """(spec dict or None, why not, defaults, approximations, notes) for one row."""
+    from vramtui.spec_overrides import LORA_DEFAULTS
+
+    s = row.settings
+    defaults: list[str] = []
+    approx: list[str] = []
+    notes: list[str] = []
+    method = s.get("method")
+    if method is None:
+        return None, "method not stated (vramtui has no default task)", [], [], []
+    task = TASK_OF_METHOD.get(method)
+    if task is None:
+        return None, f"method {method!r} is not one vramtui sizes", [], [], []
+    weights = _weights(s, task, approx, defaults)
+    if task == "lora" and weights["format"] == "nf4":
+        task = "qlora"
+        notes.append("LoRA on 4-bit weights: sized as qlora")
+    if task == "qlora" and weights["format"] != "nf4":
+        weights = {"format": "nf4", "double_quant": True}
+        defaults.append("weights.format = nf4 (qlora without a stated quantisation)")
+    if task == "full_finetune" and weights["format"] not in ("fp32", "bf16", "fp16"):
+        return None, f"full fine-tune of {weights['format']} weights", [], [], []
+    n_gpus = int(row.data["n_gpus"])
+    if "seq_len" in s:
+        seq = int(s["seq_len"])
+        if SEQ_CAP.search(row.data.get("notes", "")):
+            notes.append(f"seq_len {seq} is a maximum: real samples are shorter")
+    else:
+        seq = 2048
+        defaults.append("lengths.seq_len = 2048")
+    micro = s.get("micro_batch_size")
+    if micro is None:
+        micro = 1
+        defaults.append("batch.micro_batch = 1")
+    grad_accum = s.get("grad_accum")
+    if grad_accum is None:
+        gbs = s.get("global_batch_size")
+        if gbs and gbs % (micro * n_gpus) == 0:
+            grad_accum = gbs // (micro * n_gpus)
+        else:
+            grad_accum = 1
+    attention = str(s.get("attention", "")).lower()
+    if "flash" in attention:
+        attn = "flash"
+    elif "eager" in attention:
+        attn = "eager"
+    else:
+        attn = "sdpa"
+        if not attention:
+            defaults.append("runtime.attention = sdpa")
+    d = {
+        "schema_version": 1,
+        "name": f"training corpus {row.file}",
+        "model": {"id": s["model"]},
+        "task": {"kind": task},
+        "weights": weights,
+        "lengths": {"seq_len": seq},
+        "batch": {"micro_batch": int(micro), "grad_accum": int(max(1, grad_accum))},
+        "training": _training(s, weights, approx, defaults),
+        "runtime": {"attention": attn},
+        "placement": {"gpus": n_gpus, "data_parallel_sharding": "none"},
+        "headroom": {"mode": "itemised"},
+    }
+    d["placement"]["data_parallel_sharding"] = _sharding(s, n_gpus, approx, defaults)
+    if SET_FRAMEWORK:
+        d["training"]["framework"] = row.framework
+    if s.get("cpu_offload"):
+        approx.append("CPU offload: not in the spec, sized on the GPU")
+    if task in ("lora", "qlora"):
+        lora: dict = {}
+        if "lora_r" in s:
+            lora["rank"] = int(s["lora_r"])
+        else:
+            lora["rank"] = LORA_DEFAULTS["rank"]
+            defaults.append(f"task.lora.rank = {LORA_DEFAULTS['rank']}")
+        if "lora_alpha" in s:
+            lora["alpha"] = s["lora_alpha"]
+        if "lora_targets" in s:
+            targets, tnotes = map_targets(list(s["lora_targets"]), arch)
+            notes += tnotes
+        else:
+            targets = list(LORA_DEFAULTS["targets"])
+            defaults.append("task.lora.targets = all-linear")
+        lora["targets"] = targets
+        if "lora_dropout" in s:
+            lora["dropout"] = float(s["lora_dropout"])
+        d["task"]["lora"] = lora
+    return d, "", defaults, approx, notes
+
+
+# ------------------------------------------------------------------------------------------
+# Sizing and comparison
+# ------------------------------------------------------------------------------------------
+
+
+@cache
+def find_card(name: str):
+    from vramtui.catalog import find_gpu, load_catalog
+
+    if not name:
+        return None
+    catalog = load_catalog(use_user_config=False)
+    gpu = find_gpu(catalog, name)
+    if gpu is None and name.strip().lower() in GPU_NAMES:
+        gpu = catalog.gpus.get(GPU_NAMES[name.strip().lower()])
+    return gpu
+
+
+def size_row(row: Row) -> Sized:
+    from vramtui.errors import VramtuiError
+    from vramtui.fit_capacity import Margin, card_capacity, estimate_verdict
+    from vramtui.ledger import estimate
+    from vramtui.measure.compare import compare
+    from vramtui.spec import Measurement, spec_from_dict, validate_against_architecture
+
+    arch, where = resolve_arch(row.settings["model"])
+    if arch is None:
+        return Sized(row, "not sized", reason=where)
+    d, why, defaults, approx, notes = build_spec_dict(row, arch)
+    out = Sized(row, "sized", model_source=where, defaults=defaults, approximations=approx)
+    out.notes = notes
+    if d is None:
+        out.status, out.reason = "not sized", why
+        return out
+    out.spec_dict = d
+    try:
+        spec = spec_from_dict(d, source=row.file)
+        validate_against_architecture(spec, arch, source=row.file)
+        est = estimate(spec, arch)
+    except VramtuiError as exc:
+        out.status, out.reason = "not sized", f"spec refused: {exc}"
+        return out
+    if row.is_oom:
+        gpu = find_card(row.data.get("gpu", ""))
+        if gpu is None:
+            out.verdict_reason = f"card {row.data.get('gpu')!r} not in the GPU catalogue"
+        else:
+            v = estimate_verdict(est, card_capacity(gpu), Margin(fraction=0.0))
+            out.verdict, out.verdict_reason = v.status, str(v.reason)
+        out.estimate_bytes, out.estimate_stage = est.peak_bytes, est.peak_stage
+        return out
+    quantity = COUNTER_QUANTITY[row.counter]
+    measured = tuple(
+        Measurement(
+            stage=stage,
+            quantity=quantity,
+            bytes=int(row.data["bytes"]),
+            counter=row.counter,
+            as_written=str(row.data["as_written"]),
+            source=row.file,
+        )
+        for stage in est.stages
+    )
+    with_figures = replace(spec, measured=measured)
+    comparisons = compare(with_figures, estimate(with_figures, arch))
+    known = [c for c in comparisons if c.estimate_bytes is not None]
+    if not known:
+        out.status, out.reason = "not sized", "no ledger slice to compare with"
+        return out
+    worst = max(known, key=lambda c: c.estimate_bytes)
+    out.estimate_bytes, out.estimate_stage = worst.estimate_bytes, worst.measurement.stage
+    measured_bytes = int(row.data["bytes"])
+    out.error = (worst.estimate_bytes - measured_bytes) / measured_bytes
+    if row.counter == "unknown":
+        out.notes.append("counter not named: compared with the allocated slice")
+    return out

@@ -1,0 +1,235 @@
+"""The training-memory corpus (tests/training_corpus/) and how the bench reads it as specs."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+import training_corpus_rows as tc
+from bench_training_corpus import error_stats, p90
+
+ROWS = tc.load_rows()
+BY_FILE = {r.file: r for r in ROWS}
+
+UNIT_BYTES = {"GiB": 2**30, "GB": 10**9, "MiB": 2**20, "MB": 10**6}
+FIGURE = re.compile(r"(\d+(?:\.\d+)?)\s*\(?(?:memory\s*)?(GiB|GB|MiB|MB)\b")
+EXACT = re.compile(r"^[A-Za-z_]+:\s*(\d+)$")
+
+
+def test_corpus_size():
+    assert len(ROWS) == 200
+    assert len({r.data["source_id"] for r in ROWS}) >= 27
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.file)
+def test_row_is_well_formed(row):
+    d = row.data
+    missing_keys = [k for k in tc.REQUIRED_KEYS if k not in d]
+    assert not missing_keys, f"{row.file} lacks {missing_keys}"
+    assert d["framework"] in tc.FRAMEWORKS
+    assert d["counter"] in tc.COUNTERS
+    assert d["outcome"] in tc.OUTCOMES
+    assert isinstance(d["bytes"], int) and d["bytes"] >= 0
+    assert (d["bytes"] == 0) == (d["outcome"] == "oom"), "an OOM row has no figure, an ok row has"
+    assert isinstance(d["n_gpus"], int) and d["n_gpus"] >= 1
+    assert d["under_specified"] == bool(d["missing"]), "under_specified iff missing is non-empty"
+    assert d["source_url"].startswith("https://")
+    assert isinstance(d["settings"].get("model"), str) and d["settings"]["model"]
+    assert row.half in tc.HALVES, f"{row.file}: source {d['source_id']} is in no half"
+
+
+def _expected_bytes(as_written: str, notes: str) -> int | None:
+    """The bytes `as_written` means, in the unit convention the notes give; None when the
+    figure cannot be checked (an OOM)."""
+    m = EXACT.match(as_written.strip())
+    if m:
+        return int(m.group(1))
+    m = FIGURE.search(as_written)
+    if m:
+        value, unit = float(m.group(1)), m.group(2)
+        if unit == "MB" and "MiB" in notes:
+            unit = "MiB"  # the notes say the source's 'MB' is 2^20 (x // 1024**2)
+        if unit == "GB" and re.search(r"(computed|read) as GiB", notes):
+            unit = "GiB"
+        return round(value * UNIT_BYTES[unit])
+    if re.fullmatch(r"\d+", as_written.strip()) and "MiB" in notes:
+        return int(as_written) * 2**20
+    return None
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if not r.is_oom], ids=lambda r: r.file)
+def test_bytes_match_the_figure_as_written(row):
+    expected = _expected_bytes(row.data["as_written"], row.data["notes"])
+    assert expected is not None, f"{row.file}: cannot read {row.data['as_written']!r}"
+    assert abs(row.data["bytes"] - expected) <= 1
+
+
+def test_unit_conventions_worked_by_hand():
+    # 14949 MB from nvml //1024**2: MiB -> 14949 x 1,048,576
+    assert _expected_bytes("14949 MB", "-> MiB (2^20)") == 15_675_162_624
+    assert _expected_bytes("16.69 GB", "GB = 1e9 bytes") == 16_690_000_000
+    assert _expected_bytes("8.76 GiB", "") == 9_405_978_378  # 8.76 x 2^30, rounded
+    assert _expected_bytes("9404", "b2mb = int(x / 2**20) -> MiB") == 9404 * 1_048_576
+    assert _expected_bytes("OOM", "") is None
+
+
+def test_every_source_in_exactly_one_half():
+    import tomllib
+
+    split = tomllib.loads((tc.CORPUS / "split.toml").read_text(encoding="utf-8"))
+    dev = split["development"]["sources"]
+    held = split["held_out"]["sources"]
+    assert len(dev) == len(set(dev)) and len(held) == len(set(held))
+    assert not set(dev) & set(held)
+    used = {r.data["source_id"] for r in ROWS}
+    assert used == set(dev) | set(held), (
+        "every listed source has rows, every row's source is listed"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Rows as specs
+# ------------------------------------------------------------------------------------------
+
+SIZED = {r.file: tc.size_row(r) for r in ROWS}
+NOT_SIZED_REASONS = (
+    tc.NOT_AVAILABLE,
+    "method ",  # a method vramtui does not size, or none stated
+)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.file)
+def test_every_row_is_sized_or_says_why(row):
+    s = SIZED[row.file]
+    if s.status == "sized":
+        assert s.spec_dict is not None
+        if row.is_oom:
+            assert s.estimate_bytes and s.estimate_bytes > 0
+        else:
+            assert s.error is not None and s.estimate_bytes > 0
+    else:
+        assert s.reason.startswith(NOT_SIZED_REASONS), s.reason
+
+
+def test_available_models_are_sized():
+    for row in ROWS:
+        arch, _ = tc.resolve_arch(row.settings["model"])
+        if arch is not None and row.settings.get("method") in tc.TASK_OF_METHOD:
+            assert SIZED[row.file].status == "sized", (row.file, SIZED[row.file].reason)
+
+
+def test_unavailable_model_is_never_guessed():
+    s = SIZED["axolotl-ministral__1.toml"]  # Ministral-8B: no config in the catalogue or tests
+    assert (s.status, s.reason) == ("not sized", tc.NOT_AVAILABLE)
+
+
+def test_falcon_7b_lora_4xa10g_worked_by_hand():
+    # litgpt-config-hub__2: micro-batch 1, 512 tokens, r=32 alpha 16 on query+value,
+    # global batch 8 on 4 GPUs -> 2 accumulation steps; FSDP; checkpointing on.
+    s = SIZED["litgpt-config-hub__2.toml"]
+    d = s.spec_dict
+    assert d["batch"] == {"micro_batch": 1, "grad_accum": 2}
+    assert d["lengths"] == {"seq_len": 512}
+    # Falcon fuses q, k and v in one linear: query and value adapt query_key_value
+    assert d["task"] == {
+        "kind": "lora",
+        "lora": {"rank": 32, "alpha": 16, "targets": ["query_key_value"], "dropout": 0.05},
+    }
+    assert d["placement"] == {"gpus": 4, "data_parallel_sharding": "fsdp"}
+    assert d["training"]["grad_checkpointing"] == "full"
+    assert d["weights"] == {"format": "bf16"}
+    # the one setting neither the table nor the YAML states
+    assert s.defaults == ["runtime.attention = sdpa"]
+
+
+def test_gemma_2_9b_lora_all_flags_worked_by_hand():
+    # litgpt-config-hub__14: query, key, value, projection, mlp, head on Gemma 2 9B (OOM on
+    # 4 x A10G). The head is tied to the embedding: no separate linear to adapt.
+    s = SIZED["litgpt-config-hub__14.toml"]
+    lora = s.spec_dict["task"]["lora"]
+    assert lora["rank"] == 16
+    assert lora["targets"] == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "down_proj",
+        "gate_proj",
+        "up_proj",
+    ]
+    assert s.spec_dict["batch"]["micro_batch"] == 1
+    assert s.spec_dict["lengths"]["seq_len"] == 512
+    assert any("tied" in n for n in s.notes)
+    assert s.verdict in ("does_not_fit", "cannot_tell", "fits")
+
+
+def test_torchtune_lora_llama2_worked_by_hand():
+    # torchtune-lora-tutorial__2: lora_attn_modules q,k,v,output_proj + apply_lora_to_mlp +
+    # apply_lora_to_output, rank 8 alpha 16, batch 2 x 64 accumulation, 512 tokens, bf16.
+    s = SIZED["torchtune-lora-tutorial__2.toml"]
+    d = s.spec_dict
+    assert d["task"]["lora"]["targets"] == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "down_proj",
+        "gate_proj",
+        "up_proj",
+        "lm_head",
+    ]
+    assert (d["task"]["lora"]["rank"], d["task"]["lora"]["alpha"]) == (8, 16)
+    assert d["batch"] == {"micro_batch": 2, "grad_accum": 64}
+    assert d["lengths"]["seq_len"] == 512
+    # torchtune's dtype bf16 is pure bf16: no fp32 master copy, bf16 gradients and states
+    assert d["training"]["master_weights_fp32"] is False
+    assert d["training"]["optimizer_state_dtype"] == "bf16"
+    assert any("maximum" in n for n in s.notes)  # a truncation cap, said so
+
+
+def test_framework_field_follows_the_schema():
+    d = SIZED["litgpt-config-hub__2.toml"].spec_dict
+    if tc.SET_FRAMEWORK:
+        assert d["training"]["framework"] == "litgpt"
+    else:
+        assert "framework" not in d["training"]
+
+
+def test_unstated_settings_take_defaults_and_are_listed():
+    # torchtune-readme-2024-05__2: micro-batch 4 and 2,048 tokens stated, nothing else
+    s = SIZED["torchtune-readme-2024-05__2.toml"]
+    assert s.row.under_specified
+    d = s.spec_dict
+    assert d["task"]["lora"]["rank"] == 16 and d["task"]["lora"]["targets"] == ["all-linear"]
+    assert d["training"]["grad_checkpointing"] == "none"
+    assert "task.lora.rank = 16" in s.defaults
+    assert "training.grad_checkpointing = none" in s.defaults
+
+
+def test_counter_slices_nest():
+    # The same row read with each counter: nvml sees the CUDA context too, reserved adds
+    # fragmentation, allocated sees tensors only.
+    base = BY_FILE["litgpt-config-hub__17.toml"]
+    got = {}
+    for counter in ("max_memory_allocated", "max_memory_reserved", "nvml"):
+        row = tc.Row(base.file, {**base.data, "counter": counter}, base.half)
+        got[counter] = tc.size_row(row).estimate_bytes
+    assert got["max_memory_allocated"] < got["max_memory_reserved"] < got["nvml"]
+    # the CUDA context alone is hundreds of MB
+    assert got["nvml"] - got["max_memory_reserved"] > 200 * 10**6
+
+
+def test_error_sign_and_percentiles():
+    s = SIZED["litgpt-config-hub__17.toml"]
+    assert s.error == pytest.approx((s.estimate_bytes - 19_770_000_000) / 19_770_000_000)
+    assert p90(list(range(1, 11))) == 9  # nearest rank: ceil(0.9 x 10) = 9th
+    assert p90(list(range(1, 21))) == 18
+    stats = error_stats([-0.2, 0.1, 0.05])
+    assert stats["median_abs"] == pytest.approx(0.1)
+    assert stats["signed_median"] == pytest.approx(0.05)
