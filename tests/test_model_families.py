@@ -3,7 +3,7 @@
 Families vramtui does not hand-model are derived from transformers on the meta device. Each
 count here is compared with the count of the model transformers itself builds from the same
 config (`sum(p.numel())`, built independently below), never with vramtui's own output. The
-configs are the published ones (tests/data/configs/README.md names each Hub repository); the
+configs are published configs (tests/data/configs/README.md says which were checked against a real copy) (tests/data/configs/README.md names each Hub repository); the
 hand-modelled families come from catalog/models/*.toml.
 """
 
