@@ -3,8 +3,9 @@
 Families vramtui does not hand-model are derived from transformers on the meta device. Each
 count here is compared with the count of the model transformers itself builds from the same
 config (`sum(p.numel())`, built independently below), never with vramtui's own output. The
-configs are published configs (tests/data/configs/README.md says which were checked against a real copy) (tests/data/configs/README.md names each Hub repository); the
-hand-modelled families come from catalog/models/*.toml.
+configs in tests/data/configs/ follow the Hub repositories its README names; the README says
+which were checked against a real copy and which were not. The hand-modelled families come from
+catalog/models/*.toml.
 """
 
 from __future__ import annotations
