@@ -208,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sheet_parser(sub)
 
+    from vramtui.metrics_export import add_export_parser
+
+    add_export_parser(sub, _add_spec_args)
+
     models = sub.add_parser(
         "models",
         help="list the model catalogue by family, then parameter count",
@@ -329,7 +333,9 @@ def _add_prometheus_args(w) -> None:
         help="with --prometheus: basic auth user (the password: --basic-auth-password-file or "
         "VRAMTUI_PROMETHEUS_PASSWORD)",
     )
-    w.add_argument("--basic-auth-password-file", metavar="FILE", help=argparse.SUPPRESS)
+    w.add_argument(
+        "--basic-auth-password-file", metavar="FILE", help="with --prometheus: its password file"
+    )
     w.add_argument("--ca-file", metavar="FILE", help="with --prometheus: a CA bundle for TLS")
     w.add_argument("--cert-file", metavar="FILE", help="with --prometheus: TLS client certificate")
     w.add_argument("--key-file", metavar="FILE", help="with --prometheus: its private key")
@@ -422,6 +428,7 @@ COMMANDS = (
     "sheet",
     "fit",
     "check",
+    "export-metrics",
 )
 
 
@@ -470,6 +477,10 @@ def main(argv: list[str] | None = None) -> int:
             from vramtui.sheet.command import cmd_sheet
 
             return cmd_sheet(args)
+        if args.command == "export-metrics":
+            from vramtui.metrics_export import cmd_export_metrics
+
+            return cmd_export_metrics(args)
         if args.command == "measure":
             from vramtui.measure.command import cmd_measure
 
