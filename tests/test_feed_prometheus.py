@@ -440,3 +440,48 @@ def test_nothing_known_and_prometheus_down_is_one_failed_row():
     assert update.state == FAILED and update.snapshot is None
     assert update.host == f"prometheus 127.0.0.1:{url.rsplit(':', 1)[1]}"
     assert "did not answer" in update.reason
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_app_feed_tab_takes_prometheus_and_tracks_stage_peaks(fleet, tmp_path):
+    from vramtui.app.app import VramtuiApp
+    from vramtui.builtin_specs import seed_example_spec
+    from vramtui.catalog import load_catalog
+    from vramtui.config import Config
+    from vramtui.feed.runner import FeedSettings
+    from vramtui.session import SizingSession
+
+    settings = FeedSettings(
+        kind="prometheus",
+        interval=0.5,
+        prometheus=_settings(fleet.prom.url, 'Hostname="node-a"'),
+    )
+    session = SizingSession.from_spec(
+        seed_example_spec(), None, load_catalog(use_user_config=False)
+    )
+    app = VramtuiApp(
+        session,
+        Config(),
+        draft_file=tmp_path / "draft.toml",
+        feed_settings=settings,
+        initial_tab="feed",
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        deadline = time.monotonic() + 10
+        while not (app._feed is not None and "node-a" in app._feed.statuses()):
+            assert time.monotonic() < deadline, "no Prometheus status in the app"
+            await pilot.pause(0.1)
+        app._tracker.mark("prefill", time.time())
+        deadline = time.monotonic() + 10
+        while not app._tracker.peaks:
+            assert time.monotonic() < deadline, "no stage peak from the Prometheus feed"
+            await pilot.pause(0.1)
+        peaks = {(p.host, p.gpu_index): p.used_peak_bytes for p in app._tracker.peaks.values()}
+        assert peaks[("node-a", 0)] == 1_048_576_000  # 1000 MiB, as dcgm-exporter reported it
+        assert peaks[("node-a", 1)] == 2_097_152_000  # 2000 MiB
+    app.stop_feed()
