@@ -485,3 +485,23 @@ async def test_the_app_feed_tab_takes_prometheus_and_tracks_stage_peaks(fleet, t
         assert peaks[("node-a", 0)] == 1_048_576_000  # 1000 MiB, as dcgm-exporter reported it
         assert peaks[("node-a", 1)] == 2_097_152_000  # 2000 MiB
     app.stop_feed()
+
+
+def test_the_config_file_gives_the_url_and_the_renames(tmp_path, monkeypatch):
+    from vramtui.config import load_config
+    from vramtui.feed.prometheus_watch import settings_from_args
+
+    (tmp_path / "config.toml").write_text(
+        '[prometheus]\nurl = "http://prom.example:9090/"\nstale_after = 45\n'
+        '[prometheus.labels]\npod = "exported_pod"\n'
+    )
+    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path))
+    args = SimpleNamespace(prometheus=None, match=None, interval=1.0)
+    s = settings_from_args(args)
+    assert (s.url, s.stale_after, s.labels["pod"]) == (
+        "http://prom.example:9090",
+        45.0,
+        ("exported_pod",),
+    )
+    (tmp_path / "config.toml").write_text('prometheus = "http://x"\n')
+    assert any("[prometheus] must be a table" in w for w in load_config().warnings)
