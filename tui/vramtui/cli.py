@@ -208,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sheet_parser(sub)
 
+    from vramtui.metrics_export import add_export_parser
+
+    add_export_parser(sub, _add_spec_args)
+
     models = sub.add_parser(
         "models",
         help="list the model catalogue by family, then parameter count",
@@ -237,6 +241,8 @@ headless:
   vramtui watch --once                   the same as tables (memory in GiB, n/a = not reported)
   vramtui watch --json --record F.jsonl  JSON lines until Ctrl-C, also appended to F.jsonl
   vramtui watch --replay F.jsonl --once  the first recorded snapshot (--json: all, timed)
+  vramtui watch --prometheus URL --once --json [--match 'namespace="a"']
+                                         every GPU dcgm-exporter reports through Prometheus
 
 Counters are measured by NVML: v2 memory info (driver R510+) reports the driver's reserved
 carve-out apart from "used"; v1 counts it in "used". Devices are read every --interval,
@@ -296,6 +302,47 @@ def _add_watch_parser(sub) -> None:
         metavar="OPT",
         action="append",
         help="with --ssh: an extra ssh -o option, e.g. ProxyJump=bastion (repeatable)",
+    )
+    _add_prometheus_args(w)
+
+
+def _add_prometheus_args(w) -> None:
+    w.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read dcgm-exporter's framebuffer counters from this Prometheus (docs/prometheus.md)",
+    )
+    w.add_argument(
+        "--match",
+        metavar="LABELS",
+        help='with --prometheus: label matchers, e.g. \'namespace="team-a",Hostname=~"node-1.*"\'',
+    )
+    w.add_argument(
+        "--stale-after",
+        type=float,
+        metavar="S",
+        help="with --prometheus: a GPU whose newest sample is older is stale (default "
+        "max(3 x interval, 90))",
+    )
+    w.add_argument(
+        "--bearer-token-file", metavar="FILE", help="with --prometheus: a bearer token file"
+    )
+    w.add_argument(
+        "--basic-auth-user",
+        metavar="NAME",
+        help="with --prometheus: basic auth user (the password: --basic-auth-password-file or "
+        "VRAMTUI_PROMETHEUS_PASSWORD)",
+    )
+    w.add_argument(
+        "--basic-auth-password-file", metavar="FILE", help="with --prometheus: its password file"
+    )
+    w.add_argument("--ca-file", metavar="FILE", help="with --prometheus: a CA bundle for TLS")
+    w.add_argument("--cert-file", metavar="FILE", help="with --prometheus: TLS client certificate")
+    w.add_argument("--key-file", metavar="FILE", help="with --prometheus: its private key")
+    w.add_argument(
+        "--insecure-skip-verify",
+        action="store_true",
+        help="with --prometheus: do not verify the server's TLS certificate",
     )
 
 
@@ -381,6 +428,7 @@ COMMANDS = (
     "sheet",
     "fit",
     "check",
+    "export-metrics",
 )
 
 
@@ -429,6 +477,10 @@ def main(argv: list[str] | None = None) -> int:
             from vramtui.sheet.command import cmd_sheet
 
             return cmd_sheet(args)
+        if args.command == "export-metrics":
+            from vramtui.metrics_export import cmd_export_metrics
+
+            return cmd_export_metrics(args)
         if args.command == "measure":
             from vramtui.measure.command import cmd_measure
 

@@ -5,6 +5,8 @@
     price_max_age_days = 30       # older offer prices are flagged "price to re-check"
     [keymap]                      # binding id = keys, e.g. save = "ctrl+s,f2"
     save = "ctrl+s"
+    [prometheus]                  # `vramtui watch --prometheus`: URL, auth, TLS, renamed
+    url = "http://prom:9090"      # metrics/labels (vramtui.feed.prometheus_settings)
 
 A broken file never stops the app: each problem becomes one warning line and the defaults stand.
 """
@@ -21,7 +23,7 @@ from vramtui.guarded_read import read_toml
 from vramtui.safe_text import safe_line
 
 UNITS = ("gib", "gb", "mib", "bytes")
-KNOWN_KEYS = {"units", "catalog_dir", "keymap", "price_max_age_days"}
+KNOWN_KEYS = {"units", "catalog_dir", "keymap", "price_max_age_days", "prometheus"}
 MAX_CONFIG_BYTES = 1 * 2**20  # a config is a few lines
 
 
@@ -48,6 +50,9 @@ class Config:
     catalog_dir: Path | None = None
     keymap: dict[str, str] = field(default_factory=dict)
     price_max_age_days: float | None = None  # None: vramtui.price_age's default (30)
+    # The [prometheus] table as written; vramtui.feed.prometheus_settings checks it when the
+    # Prometheus feed is used (a mistake there is an error of that command, not a warning).
+    prometheus: dict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     path: Path | None = None
 
@@ -72,7 +77,7 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
         if key not in KNOWN_KEYS:
             warnings.append(
                 f"{source}: unknown key '{key}' ignored; known: units, catalog_dir, "
-                "price_max_age_days, [keymap]"
+                "price_max_age_days, [keymap], [prometheus]"
             )
     units = data.get("units", "gib")
     if units not in UNITS:
@@ -108,8 +113,13 @@ def load_config(path: Path | None = None, binding_ids: set[str] | None = None) -
             )
         else:
             keymap[bid] = keys
+    prometheus = data.get("prometheus", {})
+    if not isinstance(prometheus, dict):
+        warnings.append(f"{source}: [prometheus] must be a table; ignored")
+        prometheus = {}
     return Config(
         units=units,
+        prometheus=prometheus,
         catalog_dir=catalog_dir,
         keymap=keymap,
         price_max_age_days=max_age,

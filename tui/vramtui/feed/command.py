@@ -6,6 +6,8 @@ vramtui watch --once                 the same as tables
 vramtui watch --json [--record F]    JSON lines until Ctrl-C, appended to F as well
 vramtui watch --replay F [--speed X] --once / --json: a recording instead of the driver
 vramtui watch --ssh HOST ...         the SSH feed (vramtui.feed.ssh)
+vramtui watch --prometheus URL ...   dcgm-exporter's counters from Prometheus
+                                     (vramtui.feed.prometheus_watch)
 vramtui watch                        the app's feed pane
 """
 
@@ -19,6 +21,17 @@ from vramtui.feed.sample import FeedError, Snapshot
 
 
 def cmd_watch(args, open_app: Callable[[object], int]) -> int:
+    if getattr(args, "prometheus", None):
+        from vramtui.feed.poller import check_interval
+        from vramtui.feed.prometheus_watch import watch_prometheus
+
+        check_interval(args.interval, "--interval")
+        if not args.once and not args.json:
+            if args.ssh or args.replay:
+                return watch_prometheus(args)  # says which options clash
+            return open_app(args)
+        return watch_prometheus(args)
+    _refuse_prometheus_options(args)
     if getattr(args, "ssh", None):
         if not args.once and not args.json:
             from vramtui.feed.ssh import validate_host
@@ -49,6 +62,25 @@ def cmd_watch(args, open_app: Callable[[object], int]) -> int:
     if args.replay:
         return _replay(args)
     return _live(args)
+
+
+_PROMETHEUS_ONLY = (
+    ("match", "--match"),
+    ("stale_after", "--stale-after"),
+    ("bearer_token_file", "--bearer-token-file"),
+    ("basic_auth_user", "--basic-auth-user"),
+    ("basic_auth_password_file", "--basic-auth-password-file"),
+    ("ca_file", "--ca-file"),
+    ("cert_file", "--cert-file"),
+    ("key_file", "--key-file"),
+    ("insecure_skip_verify", "--insecure-skip-verify"),
+)
+
+
+def _refuse_prometheus_options(args) -> None:
+    for attr, flag in _PROMETHEUS_ONLY:
+        if getattr(args, attr, None):
+            raise FeedError(f"{flag} goes with --prometheus URL (it shapes that feed's queries)")
 
 
 def _watch_ssh(args) -> int:

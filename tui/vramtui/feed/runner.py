@@ -1,4 +1,5 @@
-"""Run one feed source in the background (local NVML, a recording, or hosts over SSH) and
+"""Run one feed source in the background (local NVML, a recording, hosts over SSH, or
+Prometheus) and
 keep only the latest state per host: a slow reader never builds a backlog."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from vramtui.feed.sample import FeedError, Snapshot
 
 @dataclass(frozen=True)
 class FeedSettings:
-    kind: str = "local"  # local | replay | ssh
+    kind: str = "local"  # local | replay | ssh | prometheus
     interval: float = 1.0
     process_interval: float = 2.0
     replay_path: str | None = None
@@ -22,10 +23,17 @@ class FeedSettings:
     remote_python: str = "python3"
     record_path: str | None = None
     ssh_options: tuple[str, ...] = field(default_factory=tuple)
+    prometheus: object | None = None  # vramtui.feed.prometheus_settings.PrometheusSettings
 
     @classmethod
     def from_args(cls, args) -> FeedSettings:
-        if getattr(args, "ssh", None):
+        prometheus = None
+        if getattr(args, "prometheus", None):
+            from vramtui.feed.prometheus_watch import settings_from_args
+
+            kind = "prometheus"
+            prometheus = settings_from_args(args)
+        elif getattr(args, "ssh", None):
             kind = "ssh"
         elif getattr(args, "replay", None):
             kind = "replay"
@@ -41,6 +49,7 @@ class FeedSettings:
             remote_python=args.remote_python or "python3",
             record_path=args.record,
             ssh_options=_ssh_options(args),
+            prometheus=prometheus,
         )
 
     def label(self) -> str:
@@ -48,6 +57,8 @@ class FeedSettings:
             return f"replay of {self.replay_path} at {self.speed:g}x"
         if self.kind == "ssh":
             return f"{len(self.hosts)} host(s) over SSH, every {self.interval:g} s"
+        if self.kind == "prometheus" and self.prometheus is not None:
+            return self.prometheus.label()
         return (
             f"local NVML, devices every {self.interval:g} s, processes every "
             f"{self.process_interval:g} s"
@@ -98,7 +109,9 @@ class FeedRunner:
                 self._latest[host] = ("connecting", None, None)
             self._multi.start()
             return
-        target = self._run_replay if s.kind == "replay" else self._run_local
+        target = {"replay": self._run_replay, "prometheus": self._run_prometheus}.get(
+            s.kind, self._run_local
+        )
         self._thread = threading.Thread(target=target, name="vramtui-feed", daemon=True)
         self._thread.start()
 
@@ -124,6 +137,20 @@ class FeedRunner:
             poller.run(self._on_snapshot, self._stop)
         finally:
             poller.close()
+
+    def _run_prometheus(self) -> None:
+        from vramtui.feed.prometheus import LIVE, PrometheusFeed
+        from vramtui.feed.prometheus_watch import run_loop
+
+        def deliver(update, fresh: bool) -> None:
+            if fresh and update.state == LIVE and self._recorder is not None:
+                self._recorder.write(update.snapshot)
+            self._set(update.host, update.state, update.reason, update.snapshot)
+
+        try:
+            run_loop(PrometheusFeed(self.settings.prometheus), deliver, self._stop)
+        except FeedError as exc:
+            self._set("prometheus", "failed", str(exc), None)
 
     def _run_replay(self) -> None:
         from vramtui.feed.record import play

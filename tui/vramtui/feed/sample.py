@@ -48,6 +48,12 @@ class GpuSample:
     power_limit_w: float | None = None
     sm_clock_mhz: int | None = None
     mem_clock_mhz: int | None = None
+    # Kubernetes attribution, when the source knows it (the Prometheus feed reads dcgm-exporter's
+    # pod/namespace/container labels; NVML leaves them None). Several pods sharing one GPU are
+    # listed sorted, joined by ", ".
+    pod: str | None = None
+    namespace: str | None = None
+    container: str | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,9 @@ _GPU_KINDS = {
     "power_limit_w": "num",
     "sm_clock_mhz": "num",
     "mem_clock_mhz": "num",
+    "pod": "str",
+    "namespace": "str",
+    "container": "str",
 }
 _PROCESS_KINDS = {
     "gpu_index": "int!",
