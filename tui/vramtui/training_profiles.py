@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from vramtui.errors import CatalogError
 from vramtui.paths import builtin_catalog_dir
@@ -114,7 +114,7 @@ def _check_setting(path, name: str, value) -> None:
         raise _fail(path, f"defaults.{name} must be {want}, got {value!r}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_profile(name: str) -> Profile:
     """The built-in profile of framework `name` (one of spec.FRAMEWORKS)."""
     if name not in FRAMEWORKS:

@@ -437,7 +437,7 @@ def forward_logit_bytes(ctx: LedgerContext) -> tuple[Fraction, str]:
 
 
 def _per(x: Fraction) -> str:
-    return f"{x:g}" if isinstance(x, float) else (f"{float(x):g}")
+    return f"{float(x):g}"
 
 
 def loss_backward_bytes(ctx: LedgerContext) -> tuple[Fraction, Fraction]:
@@ -775,7 +775,7 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
         why += f"; divided by TP={ctx.tp} (assumes sequence parallelism)"
     fwd_per, fwd_per_why = forward_logit_bytes(ctx)
     fwd_logits = int(sv.logits * fwd_per)
-    loss_bwd, head_bwd = loss_backward_bytes(ctx)
+    loss_bwd, _ = loss_backward_bytes(ctx)
     loss_logits = int(sv.logits * loss_bwd)
 
     # forward

@@ -90,28 +90,34 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
             fwd,
             bwd,
             Fraction(b, n),
-            f"chunked fp32 cross-entropy in {n} chunks: each chunk's log-softmax (fp32, 4 B per "
-            f"logit) is saved for backward, its logits and fp32 upcast ({b} + 4 B) live for one "
-            f"chunk: 4 + {b + 4}/{n} B per logit at the loss; the loss backward: every saved "
-            f"log-softmax + one chunk's gradients (4 + 4 + {b} B)/{n}; the LM head's backward "
-            f"one chunk's logits' gradient, {b}/{n} B",
+            (
+                f"chunked fp32 cross-entropy in {n} chunks: each chunk's log-softmax (fp32, 4 B per "
+                f"logit) is saved for backward, its logits and fp32 upcast ({b} + 4 B) live for one "
+                f"chunk: 4 + {b + 4}/{n} B per logit at the loss; the loss backward: every saved "
+                f"log-softmax + one chunk's gradients (4 + 4 + {b} B)/{n}; the LM head's backward "
+                f"one chunk's logits' gradient, {b}/{n} B"
+            ),
         )
     if impl == "chunked-bf16":
         return (
             Fraction(2 * b),
             Fraction(2 * b),
             Fraction(b),
-            f"LM head in chunks and cross-entropy on the {b}-byte chunks (no fp32 upcast): the "
-            f"logits ({b} B) and their saved log-softmax ({b} B) per logit, both held until "
-            "the backward reaches them; the chunks' gradients are small",
+            (
+                f"LM head in chunks and cross-entropy on the {b}-byte chunks (no fp32 upcast): the "
+                f"logits ({b} B) and their saved log-softmax ({b} B) per logit, both held until "
+                "the backward reaches them; the chunks' gradients are small"
+            ),
         )
     # fused (Liger, Unsloth, cut-cross-entropy): the logits never exist in full
     return (
         Fraction(0),
         Fraction(0),
         Fraction(0),
-        "a fused linear + cross-entropy kernel: no full logits in any dtype (one chunk's "
-        "logits, a few MB, not itemised)",
+        (
+            "a fused linear + cross-entropy kernel: no full logits in any dtype (one chunk's "
+            "logits, a few MB, not itemised)"
+        ),
     )
 
 
