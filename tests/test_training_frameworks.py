@@ -421,3 +421,20 @@ def test_gqa_expansion_saves_k_and_v_for_every_head_by_hand():
 def test_replace_keeps_framework_fields():
     spec = _spec(training='framework = "litgpt"')
     assert replace(spec.training, optimizer="sgd").framework == "litgpt"
+
+
+def test_form_offers_the_framework_and_shows_defaults_as_defaults():
+    from vramtui.spec_fields import FIELDS_BY_PATH, fields_for
+
+    form = {"task": {"kind": "lora"}, "training": {}}
+    paths = [f.path for f in fields_for(form)]
+    assert "training.framework" in paths and "training.loss_impl" in paths
+    assert "training.framework" not in [f.path for f in fields_for({"task": {"kind": "inference"}})]
+    fw = FIELDS_BY_PATH["training.framework"]
+    assert fw.optional and fw.default(form) == "hf-trainer"
+    adapter = FIELDS_BY_PATH["training.adapter_dtype"]
+    assert adapter.default(form) == "fp32"
+    assert adapter.default({"training": {"framework": "litgpt"}}) == "bf16"
+    assert FIELDS_BY_PATH["training.loss_impl"].default(
+        {"training": {"framework": "torchtune"}}
+    ) == ("chunked-fp32")
