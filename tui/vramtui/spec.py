@@ -81,6 +81,28 @@ OPTIMIZERS_WITH_STATE_DTYPE = ("adamw", "sgd_momentum", "adafactor")
 GRAD_DTYPES = ("fp32", "bf16", "fp16")
 OPTIMIZER_STATE_DTYPES = ("fp32", "bf16")
 GRAD_CHECKPOINTING = ("none", "full", "selective")
+# The training framework and what its profile (catalog/frameworks/<name>.toml) sets; each
+# setting below can be written in [training] to override the profile's default.
+FRAMEWORKS = (
+    "hf-trainer",
+    "axolotl",
+    "unsloth",
+    "litgpt",
+    "torchtune",
+    "lightning-fabric",
+    "accelerate-fsdp",
+    "deepspeed",
+    "megatron",
+    "custom",
+)
+DEFAULT_FRAMEWORK = "hf-trainer"
+ADAPTER_DTYPES = ("fp32", "bf16")
+LOSS_IMPLS = ("full-upcast", "chunked-fp32", "chunked-bf16", "fused")
+OPTIMIZER_PLACEMENTS = ("standard", "in-backward", "paged", "cpu-offload")
+FSDP_FROZEN_BASE = ("sharded", "gathered")
+# Libraries whose version changes memory ([training.versions]).
+VERSIONED_LIBRARIES = ("bitsandbytes", "transformers", "peft")
+MAX_VERSION_CHARS = 40
 ATTENTION_IMPLS = ("flash", "sdpa", "eager")
 KV_CACHE_DTYPES = ("fp32", "bf16", "fp16", "fp8")
 ENGINES = ("transformers", "vllm", "tgi", "llama.cpp", "other")
@@ -127,7 +149,17 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "grad_dtype",
         "optimizer_state_dtype",
         "grad_checkpointing",
+        "framework",
+        "adapter_dtype",
+        "fused_qkv_adapter",
+        "loss_impl",
+        "optimizer_placement",
+        "fsdp_frozen_base",
+        "no_sync",
+        "gqa_expand_kv",
+        "versions",
     ),
+    "training.versions": VERSIONED_LIBRARIES,
     "runtime": ("attention", "kv_cache_dtype", "kv_block_tokens", "engine"),
     "llama_cpp": (
         "n_ctx",
@@ -384,6 +416,17 @@ class Training:
     # fp32 or bf16 for adamw/sgd_momentum/adafactor; None for sgd (no state) and adamw_8bit.
     optimizer_state_dtype: str | None = None
     grad_checkpointing: str  # one of GRAD_CHECKPOINTING
+    # None: the default, DEFAULT_FRAMEWORK (vramtui.training_profiles resolves the settings).
+    framework: str | None = None
+    # Overrides of the framework profile's defaults; None: the profile's default applies.
+    adapter_dtype: str | None = None  # one of ADAPTER_DTYPES
+    fused_qkv_adapter: bool | None = None  # one LoRA dropout/cast for a fused q, k, v input
+    loss_impl: str | None = None  # one of LOSS_IMPLS
+    optimizer_placement: str | None = None  # one of OPTIMIZER_PLACEMENTS
+    fsdp_frozen_base: str | None = None  # one of FSDP_FROZEN_BASE
+    no_sync: bool | None = None  # FSDP accumulation steps under no_sync (unsharded gradients)
+    gqa_expand_kv: bool | None = None  # K and V repeated to every query head before attention
+    versions: tuple[tuple[str, str], ...] = ()  # (library, version) from [training.versions]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1219,13 +1262,54 @@ def _parse_training(root: _Table, kind: str) -> Training | None:
             "remove it",
         )
     checkpointing = t.choice("grad_checkpointing", GRAD_CHECKPOINTING, required=True)
+    placement = t.choice("optimizer_placement", OPTIMIZER_PLACEMENTS)
+    accum = root.data.get("batch", {}).get("grad_accum", 1)
+    if placement == "in-backward" and isinstance(accum, int) and accum > 1:
+        raise _fail(
+            f"training.optimizer_placement = 'in-backward' steps each parameter as its gradient "
+            f"appears, which cannot accumulate gradients, but batch.grad_accum is {accum} "
+            f"({t.source}); set batch.grad_accum = 1 or optimizer_placement = 'standard'"
+        )
     return Training(
         optimizer=optimizer,
         master_weights_fp32=master,
         grad_dtype=grad_dtype,
         optimizer_state_dtype=state_dtype,
         grad_checkpointing=checkpointing,
+        framework=t.choice("framework", FRAMEWORKS),
+        adapter_dtype=t.choice("adapter_dtype", ADAPTER_DTYPES),
+        fused_qkv_adapter=t.boolean("fused_qkv_adapter"),
+        loss_impl=t.choice("loss_impl", LOSS_IMPLS),
+        optimizer_placement=placement,
+        fsdp_frozen_base=t.choice("fsdp_frozen_base", FSDP_FROZEN_BASE),
+        no_sync=t.boolean("no_sync"),
+        gqa_expand_kv=t.boolean("gqa_expand_kv"),
+        versions=_training_versions(t),
     )
+
+
+_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}([.+-]?[A-Za-z0-9.+-]*)?")
+
+
+def _training_versions(t: _Table) -> tuple[tuple[str, str], ...]:
+    """[training.versions]: library = "x.y.z" for the libraries whose version changes memory."""
+    v = t.table("versions")
+    if v is None:
+        return ()
+    v.check_keys()
+    out = []
+    for lib in VERSIONED_LIBRARIES:
+        text = v.string(lib)
+        if text is None:
+            continue
+        if len(text) > MAX_VERSION_CHARS or not _VERSION.fullmatch(text):
+            raise _fail(
+                f'training.versions.{lib} must be a version such as "0.43.1", got '
+                f"{_show(text[:MAX_VERSION_CHARS])} ({t.source}); write the version pip shows "
+                f"(at most {MAX_VERSION_CHARS} characters)"
+            )
+        out.append((lib, text))
+    return tuple(out)
 
 
 def _parse_runtime(root: _Table, kind: str) -> Runtime:

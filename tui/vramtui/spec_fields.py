@@ -14,13 +14,19 @@ from typing import Any, Callable
 from vramtui import limits
 from vramtui.errors import UnitsError, VramtuiError
 from vramtui.spec import (
+    ADAPTER_DTYPES,
     ATTENTION_IMPLS,
+    DEFAULT_FRAMEWORK,
     ENGINES,
+    FRAMEWORKS,
+    FSDP_FROZEN_BASE,
     GGUF_TYPES,
     GRAD_CHECKPOINTING,
     GRAD_DTYPES,
     HEADROOM_MODES,
     KV_CACHE_DTYPES,
+    LOSS_IMPLS,
+    OPTIMIZER_PLACEMENTS,
     OPTIMIZER_STATE_DTYPES,
     OPTIMIZERS,
     SHARDING,
@@ -58,6 +64,9 @@ class FieldDef:
     optional: bool = False  # an empty text removes the key
     help: str = ""
     applies: Callable[[dict], bool] = lambda d: True
+    # What an empty optional field means for the spec being edited ("hf-trainer", "bf16"):
+    # the form shows it as the default, never as a value the spec sets.
+    default: Callable[[dict], str] | None = None
 
 
 def _kind(d: dict) -> str:
@@ -89,6 +98,38 @@ def _has_state_dtype(d: dict) -> bool:
         "adamw",
         "sgd_momentum",
         "adafactor",
+    )
+
+
+def _framework_default(setting: str) -> Callable[[dict], str]:
+    """The profile's default of `setting` for the framework the form names."""
+
+    def default(d: dict) -> str:
+        from vramtui.errors import VramtuiError
+        from vramtui.training_profiles import load_profile
+
+        name = d.get("training", {}).get("framework") or DEFAULT_FRAMEWORK
+        try:
+            value = load_profile(name).defaults[setting]
+        except (VramtuiError, KeyError):
+            return "the framework's"
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return default
+
+
+def _framework_choice(path: str, label: str, choices: tuple[str, ...]) -> FieldDef:
+    setting = path.rsplit(".", 1)[-1]
+    return FieldDef(
+        path,
+        label,
+        "training",
+        "choice",
+        choices,
+        optional=True,
+        applies=_training,
+        help="empty: the framework's default",
+        default=_framework_default(setting),
     )
 
 
@@ -210,6 +251,21 @@ FIELDS: tuple[FieldDef, ...] = (
         GRAD_CHECKPOINTING,
         applies=_training,
     ),
+    FieldDef(
+        "training.framework",
+        "Framework",
+        "training",
+        "choice",
+        FRAMEWORKS,
+        optional=True,
+        applies=_training,
+        help="empty: hf-trainer (HF Trainer + PEFT)",
+        default=lambda d: DEFAULT_FRAMEWORK,
+    ),
+    _framework_choice("training.adapter_dtype", "Adapter dtype", ADAPTER_DTYPES),
+    _framework_choice("training.loss_impl", "Loss", LOSS_IMPLS),
+    _framework_choice("training.optimizer_placement", "Optimiser placement", OPTIMIZER_PLACEMENTS),
+    _framework_choice("training.fsdp_frozen_base", "FSDP frozen base", FSDP_FROZEN_BASE),
     FieldDef("placement.gpus", "GPUs", "placement", "int"),
     FieldDef("placement.tensor_parallel", "Tensor parallel", "placement", "int"),
     FieldDef("placement.pipeline_parallel", "Pipeline parallel", "placement", "int"),

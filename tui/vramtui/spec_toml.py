@@ -98,6 +98,15 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
                 "grad_dtype": tr.grad_dtype,
                 "optimizer_state_dtype": tr.optimizer_state_dtype,
                 "grad_checkpointing": tr.grad_checkpointing,
+                "framework": tr.framework,
+                "adapter_dtype": tr.adapter_dtype,
+                "fused_qkv_adapter": tr.fused_qkv_adapter,
+                "loss_impl": tr.loss_impl,
+                "optimizer_placement": tr.optimizer_placement,
+                "fsdp_frozen_base": tr.fsdp_frozen_base,
+                "no_sync": tr.no_sync,
+                "gqa_expand_kv": tr.gqa_expand_kv,
+                "versions": dict(tr.versions) or None,
             }
         )
     r = spec.runtime

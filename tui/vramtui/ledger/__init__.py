@@ -22,6 +22,7 @@ from vramtui.ledger.llama_cpp import (
 )
 from vramtui.ledger.overheads import overhead_items, reserve_item
 from vramtui.ledger.training import training_state_items
+from vramtui.ledger.training_mechanisms import fsdp_frozen_items
 from vramtui.ledger.weights import weight_items
 
 __all__ = [
@@ -62,6 +63,7 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
         if ctx.is_training:
             items += training_state_items(ctx)
             items += training_items(ctx)
+            items += fsdp_frozen_items(ctx, items)
         elif llama_cpp:
             items += kv_cache_items(ctx)
             items.append(compute_buffer_item(ctx))
@@ -90,6 +92,8 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
             f"{p.gpus} GPUs without tensor/pipeline parallelism or ZeRO/FSDP are {p.gpus} "
             "separate memories: each holds a full replica with the spec's batch"
         )
+    if ctx.is_training and ctx.framework is not None:
+        notes.append(ctx.framework.summary())
     if arch is not None:
         notes[:0] = architecture_notes(arch)
     stored_note = _stored_format_note(spec, arch)

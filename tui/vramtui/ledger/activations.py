@@ -264,11 +264,12 @@ def lora_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
     torch.autocast the adapter matmuls run in the compute dtype and save 16-bit copies.
     """
     from vramtui.ledger.training import lora_modules
+    from vramtui.ledger.training_mechanisms import adapter_bytes, shares_qkv_input
 
     arch = ctx.arch
     lora = ctx.spec.task.lora
     b = ctx.act_bytes
-    a = ADAPTER_BYTES
+    a = adapter_bytes(ctx)
     layers = max(arch.num_layers, 1)
     cast = a != b
     dropout = lora.dropout > 0
@@ -280,7 +281,11 @@ def lora_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
         mod_tokens = Fraction(tokens)
         if m.group == "experts" and arch.num_experts:
             mod_tokens *= Fraction(arch.num_experts_per_tok, arch.num_experts)
-        if dropout:
+        if shares_qkv_input(ctx, m.name) and (dropout or cast):
+            # one dropout (or cast) for the fused q, k, v input (LitGPT's LoRAQKVLinear)
+            per_in = 0 if "fused qkv" in shared else (a + 1 if dropout else a)
+            shared.add("fused qkv")
+        elif dropout:
             per_in = a + 1
         elif cast:
             per_in = a
@@ -290,10 +295,16 @@ def lora_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
             shared.add(group)
         total += per_layer * mod_tokens * (per_in * m.in_features + a * lora.rank)
         names.append(m.name)
+    own = (
+        "one for the fused q, k, v input, each other module its own"
+        if "fused qkv" in shared
+        else "each module its own"
+    )
+    adtype = "fp32" if a == 4 else "16-bit"
     if dropout:
         inp = (
-            f"dropout {lora.dropout:g}: bool mask 1 B + dropout output {a} B (fp32 adapter "
-            "dtype; CUDA's fused dropout) per input value, each module its own"
+            f"dropout {lora.dropout:g}: bool mask 1 B + dropout output {a} B ({adtype} adapter "
+            f"dtype; CUDA's fused dropout) per input value, {own}"
         )
     elif cast:
         inp = (
@@ -304,9 +315,13 @@ def lora_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
         inp = f"the input itself, {b} B per value, once per distinct input (no cast, no dropout)"
     why = (
         f"LoRA r={lora.rank} on {', '.join(sorted(set(names)))} (frozen base saves no input): "
-        f"{inp} x in_features + lora_A's output r x {a} B; assumes no torch.autocast (PEFT "
-        "casts inputs to the fp32 adapters; under autocast the adapters save 16-bit copies)"
+        f"{inp} x in_features + lora_A's output r x {a} B"
     )
+    if a == 4:
+        why += (
+            "; assumes no torch.autocast (PEFT casts inputs to the fp32 adapters; under "
+            "autocast the adapters save 16-bit copies)"
+        )
     return int(total), why
 
 
@@ -335,7 +350,14 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     # rotated q and k, and v: q * cos and rotate_half(q) * sin save only cos and sin (no grad).
     # Eager attention's matmuls save K and V repeated to every query head (repeat_kv copies)
     # instead of the grouped ones.
-    kv_saved = q if ctx.spec.runtime.attention == "eager" else kvd
+    from vramtui.ledger.training_mechanisms import (
+        expands_kv,
+        old_bnb_layer_bytes,
+        old_bnb_saves_inputs,
+    )
+
+    expanded = expands_kv(ctx) and kvd != q
+    kv_saved = q if ctx.spec.runtime.attention == "eager" or expanded else kvd
     qkv = tokens * b * (q + 2 * kv_saved)
     attn_out = tokens * b * q
     if lora:
@@ -353,7 +375,13 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
             else f"norms 2 x (fp32 input 4 B + rsqrt + normalised {b} B + scaled {b} B) x hidden {h}"
         ),
         f"rotated q and k, and v ({q + 2 * kv_saved} values/token"
-        + (", K and V repeated to every head by eager's repeat_kv)" if kv_saved != kvd else ")"),
+        + (
+            ", K and V repeated to every head by eager's repeat_kv)"
+            if kv_saved != kvd and not expanded
+            else f", K and V expanded to every query head by {ctx.framework.framework})"
+            if kv_saved != kvd
+            else ")"
+        ),
         f"attention output {q}",
         f"MLP {mlp_say} over {width_why}",
     ]
@@ -380,6 +408,10 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
         adapters, adapters_why = lora_layer_bytes(ctx, tokens)
         total += adapters
         parts.append(f"{adapters_why} = {adapters:,} B")
+    if lora and old_bnb_saves_inputs(ctx):
+        kept, kept_why = old_bnb_layer_bytes(ctx, tokens)
+        total += kept
+        parts.append(kept_why)
     return total, f"{tokens:,} tokens: " + "; ".join(parts)
 
 
@@ -390,11 +422,30 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
 LOSS_BACKWARD_BYTES_PER_LOGIT = 4 + 4 + 4
 
 
-def forward_logit_bytes(ctx: LedgerContext) -> tuple[int, str]:
+def forward_logit_bytes(ctx: LedgerContext) -> tuple[Fraction, str]:
+    """Bytes per logit at the loss in the forward (the framework's loss implementation:
+    vramtui.ledger.training_mechanisms.loss_bytes_per_logit)."""
+    from vramtui.ledger.training_mechanisms import loss_bytes_per_logit
+
     b = ctx.act_bytes
-    if b == 4:
-        return 4 + 4, "4 B fp32 logits (the upcast is a no-op) + 4 B log-softmax"
-    return b + 4 + 4, f"{b} B + 4 B fp32 upcast + 4 B log-softmax"
+    fwd, _, _, _ = loss_bytes_per_logit(ctx)
+    if ctx.framework.loss_impl == "full-upcast":
+        if b == 4:
+            return fwd, "4 B fp32 logits (the upcast is a no-op) + 4 B log-softmax"
+        return fwd, f"{b} B + 4 B fp32 upcast + 4 B log-softmax"
+    return fwd, f"{_per(fwd)} B: {ctx.framework.loss_impl}"
+
+
+def _per(x: Fraction) -> str:
+    return f"{float(x):g}"
+
+
+def loss_backward_bytes(ctx: LedgerContext) -> tuple[Fraction, Fraction]:
+    """Bytes per logit at the loss backward and at the LM head's backward."""
+    from vramtui.ledger.training_mechanisms import loss_bytes_per_logit
+
+    _, bwd, head, _ = loss_bytes_per_logit(ctx)
+    return bwd, head
 
 
 @dataclass(frozen=True)
@@ -538,7 +589,14 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
     else:
         top_say, first_say = "every layer's saved tensors", "its saved tensors"
     lora = is_lora(ctx)
-    if appear and lora:
+    if ctx.framework.optimizer_placement == "in-backward":
+        from vramtui.ledger.training import trainable
+        from vramtui.ledger.training_mechanisms import largest_gradient
+
+        one, _ = largest_gradient(ctx, trainable(ctx), g.grad_bytes)
+        grads0 = grads_head = grads_top = grads_first = grads_end = one
+        gsay = ("at most the largest parameter's gradient (optimiser in backward)",) * 5
+    elif appear and lora:
         grads_head = 0
         grads_top = g.layer
         grads_first = g.total
@@ -574,10 +632,11 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
     else:
         grads0 = grads_head = grads_top = grads_first = grads_end = g.total
         gsay = ("every gradient",) * 5
-    lb = sv.logits * b
+    loss_bwd, head_bwd = loss_backward_bytes(ctx)
+    lb = int(sv.logits * head_bwd)
     in_layer, in_layer_say = lora_layer_backward_temporary(ctx, sv.tokens) if lora else (0, "")
     points = (
-        Point("the loss backward", start, sv.logits * LOSS_BACKWARD_BYTES_PER_LOGIT, grads0),
+        Point("the loss backward", start, int(sv.logits * loss_bwd), grads0),
         Point("the LM head's backward", start, lb, grads_head),
         Point(
             "the last decoder layer (first in backward)",
@@ -588,11 +647,16 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
         Point("the first decoder layer (last in backward)", first_layer + in_layer, 0, grads_first),
         Point("the embedding's backward (the end)", 0, 0, grads_end),
     )
+    if ctx.framework.loss_impl == "full-upcast":
+        loss_say = "the saved log-softmax, its gradient and the logits' gradient, 3 x 4 B per logit"
+        head_say = f"the logits' gradient, {b} B per logit"
+    else:
+        loss_say = f"{_per(loss_bwd)} B per logit ({ctx.framework.loss_impl})"
+        head_say = f"{_per(head_bwd)} B per logit"
     rule = (
         f"the backward's peak is the largest of the points it passes through ({appear_why}): "
-        f"the loss backward (every saved activation + the saved log-softmax, its gradient and "
-        f"the logits' gradient, 3 x 4 B per logit; {gsay[0]}); the LM head's backward (every "
-        f"saved activation + the logits' gradient, {b} B per logit; {gsay[1]}); the last "
+        f"the loss backward (every saved activation + {loss_say}; {gsay[0]}); the LM head's "
+        f"backward (every saved activation + {head_say}; {gsay[1]}); the last "
         f"decoder layer, first in backward ({top_say}; {gsay[2]}); the first decoder "
         f"layer, last in backward ({first_say}; {gsay[3]}); the embedding's backward ({gsay[4]}, "
         "every activation freed). Between layers the total moves linearly (each layer frees "
@@ -615,8 +679,10 @@ def lora_layer_backward_temporary(ctx: LedgerContext, tokens: int) -> tuple[int,
     mods = lora_modules(ctx)
     if not mods:
         return 0, ""
+    from vramtui.ledger.training_mechanisms import adapter_bytes
+
     widest = max(mods, key=lambda m: m.in_features)
-    a = 4  # PEFT keeps the adapters (and so the adapter path's input gradient) in fp32
+    a = adapter_bytes(ctx)  # the adapter path's input gradient is in the adapters' dtype
     n = tokens * widest.in_features * (a + ctx.act_bytes)
     return n, (
         f"the widest adapted module ({widest.name}, {widest.in_features:,} inputs) holds its "
@@ -637,7 +703,7 @@ def forward_walk(ctx: LedgerContext, sv: TrainingSaved) -> Walk | None:
         "loss (every layer input + the final norm's saved tensors + the logits)",
         points=(
             Point("inside the last decoder layer", sv.layers_saved + sv.working, 0),
-            Point("at the loss", sv.layers_saved + sv.final_norm, sv.logits * fwd_per),
+            Point("at the loss", sv.layers_saved + sv.final_norm, int(sv.logits * fwd_per)),
         ),
     )
 
@@ -655,7 +721,7 @@ def validation_walk(ctx: LedgerContext, sv: TrainingSaved) -> Walk | None:
         "logits); the layer's working set is freed before the LM head runs",
         points=(
             Point("inside a decoder layer", sv.working, 0),
-            Point("at the loss", hidden, sv.logits * fwd_per),
+            Point("at the loss", hidden, int(sv.logits * fwd_per)),
         ),
     )
 
@@ -708,8 +774,9 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     if ctx.tp > 1:
         why += f"; divided by TP={ctx.tp} (assumes sequence parallelism)"
     fwd_per, fwd_per_why = forward_logit_bytes(ctx)
-    fwd_logits = sv.logits * fwd_per
-    loss_logits = sv.logits * LOSS_BACKWARD_BYTES_PER_LOGIT
+    fwd_logits = int(sv.logits * fwd_per)
+    loss_bwd, _ = loss_backward_bytes(ctx)
+    loss_logits = int(sv.logits * loss_bwd)
 
     # forward
     fwalk = forward_walk(ctx, sv)
@@ -770,6 +837,9 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
             f"one layer at a time: {sv.working:,} B, added to the logits (pipeline stages "
             "peak at different moments)"
         )
+    from vramtui.ledger.training_mechanisms import loss_bytes_per_logit, loss_label
+
+    loss_rule = loss_bytes_per_logit(ctx)[3]
     logits_text = (
         f"{mb} x {s:,} tokens x vocab {arch.vocab_size:,} = {sv.logits:,} logits; forward: x "
         f"({fwd_per_why}) = {fwd_logits:,} B at the loss"
@@ -778,9 +848,14 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
             if fwalk is not None and not logits_fwd
             else ""
         )
-        + f"; the loss backward holds the saved log-softmax, its gradient and the logits' "
-        f"gradient, x 3 x 4 B = {loss_logits:,} B, and the LM head's backward the logits' "
-        f"gradient in {b} B"
+        + (
+            f"; the loss backward holds the saved log-softmax, its gradient and the logits' "
+            f"gradient, x 3 x 4 B = {loss_logits:,} B, and the LM head's backward the logits' "
+            f"gradient in {b} B"
+            if ctx.framework.loss_impl == "full-upcast"
+            else f"; {loss_rule} ({ctx.framework.origin('loss_impl')}); the loss backward "
+            f"x {_per(loss_bwd)} B = {loss_logits:,} B"
+        )
     )
     if bwalk is not None:
         logits_text += (
@@ -794,7 +869,7 @@ def training_items(ctx: LedgerContext) -> list[LedgerItem]:
     items.append(
         LedgerItem(
             key="logits.training",
-            name="Logits and loss (fp32 upcast, log-softmax, gradient)",
+            name=f"Logits and loss ({loss_label(ctx)})",
             category="logits",
             status=ESTIMATED,
             basis=logits_text,

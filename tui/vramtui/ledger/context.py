@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from vramtui.ledger.formats import DTYPE_FORMATS, FLOAT_BYTES, QuantParams
 from vramtui.ledger.items import INFERENCE_STAGES, TRAINING_STAGES, GpuLayout
@@ -21,6 +22,13 @@ class LedgerContext:
     @property
     def is_training(self) -> bool:
         return self.spec.task.kind != "inference"
+
+    @cached_property
+    def framework(self):
+        """The training framework settings (vramtui.training_profiles); None for inference."""
+        from vramtui.training_profiles import framework_settings
+
+        return framework_settings(self.spec)
 
     @property
     def stages(self) -> tuple[str, ...]:

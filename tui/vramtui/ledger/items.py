@@ -20,6 +20,11 @@ TRACED_ESTIMATE = "traced_estimate"
 INFERENCE_STAGES = ("load", "prefill", "decode")
 TRAINING_STAGES = ("load", "forward", "backward", "optimizer_step", "validation", "export")
 
+# The counters a measurement reads (spec.MEASURED_QUANTITIES for bytes): PyTorch's allocator
+# counters see its tensors; the device counters see every byte the process holds on the GPU.
+TENSOR_COUNTERS = ("allocated", "max_memory_allocated", "reserved", "max_memory_reserved")
+DEVICE_COUNTERS = ("process_in_use", "nvml_used")
+
 STAGE_LABELS = {
     "load": "load",
     "prefill": "prefill",
@@ -78,6 +83,14 @@ class LedgerItem:
     counter: str | None = None  # for measured items: which counter
     # For measured items: the estimated item the measurement replaced (shown beside it).
     replaced_estimate: LedgerItem | None = None
+    # The counters that see this item; None: the rule by category and key
+    # (vramtui.measure.compare). Memory outside PyTorch's allocator (bitsandbytes' paged
+    # optimiser states in CUDA managed memory) is seen by DEVICE_COUNTERS only.
+    seen_by: tuple[str, ...] | None = None
+
+    def seen_by_counter(self, quantity: str) -> bool:
+        """False when the item says it is invisible to that counter."""
+        return self.seen_by is None or quantity in self.seen_by
 
     @property
     def is_unknown(self) -> bool:

@@ -169,18 +169,24 @@ def _training_overheads(ctx: LedgerContext) -> list[LedgerItem]:
     out = []
     b = FLOAT_BYTES.get(ctx.compute_dtype, 2)
     if ctx.zero_shards("params"):
+        from vramtui.ledger.training_mechanisms import frozen_layer_gather
+
         layer_params = (ctx.arch.param_count - _embed_and_head(arch)) // arch.num_layers
         gather = 2 * layer_params * b * 2
+        gather_why = (
+            f"the current and the prefetched layer gathered in full: 2 x {layer_params:,} "
+            f"params x {b} B, and their gradients before reduce-scatter (x 2) = {gather:,} B"
+        )
+        frozen = frozen_layer_gather(ctx)
+        if frozen is not None:  # a frozen base: the unit is the stored layer, no gradient
+            gather, gather_why = frozen
         out.append(
             LedgerItem(
                 key="transient.zero3_gather",
                 name=f"{spec.placement.data_parallel_sharding.upper()} all-gathered layers",
                 category="transient",
                 status=ESTIMATED,
-                basis=(
-                    f"the current and the prefetched layer gathered in full: 2 x {layer_params:,} "
-                    f"params x {b} B, and their gradients before reduce-scatter (x 2) = {gather:,} B"
-                ),
+                basis=gather_why,
                 stages=("forward", "backward", "validation", "export"),
                 stage_bytes={s: gather for s in ("forward", "backward", "validation", "export")},
                 distribution=distribution(ctx.layout),

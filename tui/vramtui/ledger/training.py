@@ -11,6 +11,13 @@ from vramtui.ledger.context import LedgerContext
 from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import ESTIMATED, UNKNOWN, LedgerItem
 from vramtui.ledger.placement import distribution
+from vramtui.ledger.training_mechanisms import (
+    adapter_bytes,
+    adapter_dtype_said,
+    largest_gradient,
+    no_sync_unsharded,
+    paged_states_item,
+)
 
 # Stages at which model states exist once training runs (states appear at the first step and
 # stay; forward/backward stand for every later step).
@@ -103,22 +110,30 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
     n = t.params
     tp_share = Fraction(1, ctx.tp)
     items = []
+    fw = ctx.framework
     if is_lora:
-        # PEFT keeps adapter weights in fp32 (autocast_adapter_dtype) even on a 16-bit base.
-        adapter = n * 4
+        # PEFT keeps adapter weights in fp32 (autocast_adapter_dtype) even on a 16-bit base;
+        # LitGPT and torchtune keep them in the model's dtype (the framework profile says).
+        a = adapter_bytes(ctx)
+        adapter = n * a
+        said = adapter_dtype_said(ctx)
+        why = "PEFT keeps adapters in fp32" if a == 4 else f"{fw.framework}: adapters in {said}"
+        sharded = ctx.zero_shards("params")
         items.append(
             LedgerItem(
                 key="adapter",
-                name="LoRA adapter weights (fp32)",
+                name=f"LoRA adapter weights ({'fp32' if a == 4 else '16-bit'})",
                 category="adapter",
                 status=ESTIMATED,
-                basis=f"{t.description}; x 4 B (PEFT keeps adapters in fp32) = {adapter:,} B",
+                basis=f"{t.description}; x {a} B ({why}; {fw.origin('adapter_dtype')}) = "
+                f"{adapter:,} B"
+                + (f"; sharded by {ctx.sharding.upper()} like every parameter" if sharded else ""),
                 stages=("load",) + STEADY,
                 stage_bytes={s: adapter for s in ("load",) + STEADY},
-                distribution=distribution(ctx.layout, tp_share=tp_share),
+                distribution=distribution(ctx.layout, tp_share=tp_share, dp_sharded=sharded),
             )
         )
-        grad_b, grad_why = 4, "fp32 like the adapters"
+        grad_b, grad_why = a, f"{'fp32' if a == 4 else '16-bit'} like the adapters"
     else:
         grad_b = FLOAT_BYTES[tr.grad_dtype]
         grad_why = tr.grad_dtype
@@ -137,11 +152,24 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
     # passes through (activations.backward_walk); without accumulation or gradient buffers the
     # gradients appear during the walk, so the peak may hold none or only some of them.
     walk = backward_walk(ctx)
-    if walk is not None:
+    in_backward = fw.optimizer_placement == "in-backward"
+    if in_backward:
+        one, one_why = largest_gradient(ctx, t, grad_b)
+        grad_stages = ("backward",)
+        grad_bytes = {"backward": one}
+        grad_basis = f"{one_why} = {one:,} B ({fw.origin('optimizer_placement')})"
+    elif walk is not None:
         grad_bytes["backward"] = walk.peak.gradients
         grad_basis += (
             f"; backward: {walk.peak.gradients:,} B, the gradients present at the backward's "
             f"peak - {walk.rule}: {walk.points_text}; the peak is {walk.peak.label}"
+        )
+    unsharded = no_sync_unsharded(ctx) and not in_backward
+    if unsharded:
+        grad_basis += (
+            f"; FSDP no_sync on the {spec.batch.grad_accum - 1} accumulation steps "
+            f"({fw.origin('no_sync')}): every rank holds the unsharded gradients until the "
+            "last micro-batch's reduce-scatter"
         )
     items.append(
         LedgerItem(
@@ -153,13 +181,16 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
             stages=grad_stages,
             stage_bytes=grad_bytes,
             distribution=distribution(
-                ctx.layout, tp_share=tp_share, dp_sharded=ctx.zero_shards("gradients")
+                ctx.layout,
+                tp_share=tp_share,
+                dp_sharded=ctx.zero_shards("gradients") and not unsharded,
             ),
         )
     )
     weight_fmt = spec.weights.format
+    offload = fw.optimizer_placement == "cpu-offload"
     if not is_lora and tr.master_weights_fp32 and weight_fmt in ("bf16", "fp16"):
-        master = n * 4
+        master = 0 if offload else n * 4
         items.append(
             LedgerItem(
                 key="master_weights",
@@ -167,7 +198,11 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
                 category="master_weights",
                 status=ESTIMATED,
                 basis=f"mixed precision keeps an fp32 copy of the {n:,} trainable parameters: "
-                f"x 4 B = {master:,} B",
+                + (
+                    "in host memory (optimiser CPU offload), none on the GPU"
+                    if offload
+                    else f"x 4 B = {master:,} B"
+                ),
                 stages=("load",) + STEADY,
                 stage_bytes={s: master for s in ("load",) + STEADY},
                 distribution=distribution(
@@ -177,22 +212,43 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
         )
     states, states_why = optimizer_state_bytes(ctx, t)
     opt_stages = STEADY  # from the first optimizer.step() on, through every later step
+    opt_dist = distribution(ctx.layout, tp_share=tp_share, dp_sharded=ctx.zero_shards("optimizer"))
+    opt_basis = (
+        f"{states_why} = {states:,} B; allocated at the first optimizer.step() and kept for "
+        "every later step"
+    )
+    paged_item = None
+    if offload:
+        opt_basis += f"; in host memory (optimiser CPU offload, {fw.origin('optimizer_placement')})"
+        states = 0
+    elif fw.optimizer_placement == "paged":
+        states, paged_item = paged_states_item(ctx, states, t, opt_dist)
+        if paged_item is not None:
+            opt_basis += (
+                f"; {states:,} B of them in PyTorch's allocator (parameters under the paging "
+                "threshold), the rest in the paged item"
+            )
+        else:
+            opt_basis += "; every parameter is under the paging threshold: none paged"
+    elif in_backward:
+        opt_basis += "; allocated as the first backward steps each parameter"
     items.append(
         LedgerItem(
             key="optimizer",
             name=f"Optimiser states ({tr.optimizer})",
             category="optimizer",
             status=ESTIMATED,
-            basis=f"{states_why} = {states:,} B; allocated at the first optimizer.step() and "
-            "kept for every later step",
+            basis=opt_basis,
             stages=opt_stages,
             stage_bytes={s: states for s in opt_stages},
-            distribution=distribution(
-                ctx.layout, tp_share=tp_share, dp_sharded=ctx.zero_shards("optimizer")
-            ),
+            distribution=opt_dist,
         )
     )
+    if paged_item is not None:
+        items.append(paged_item)
     step_tmp, step_why = optimizer_step_transient(ctx, t)
+    if fw.optimizer_placement != "standard":
+        step_tmp = 0  # bitsandbytes' fused step, per-parameter steps, or a host-side step
     if step_tmp:
         items.append(
             LedgerItem(
@@ -277,9 +333,10 @@ def gradient_parts(ctx: LedgerContext) -> GradientParts | None:
         t = trainable(ctx)
         if t is None:
             return None
-        total = t.params * 4
+        a = adapter_bytes(ctx)
+        total = t.params * a
         return GradientParts(
-            grad_bytes=4,
+            grad_bytes=a,
             total=total,
             head=0,
             embedding=0,

@@ -5,7 +5,8 @@ the ledger, on the same GPU and at the same stage:
 
 * `allocated` / `max_memory_allocated` (PyTorch tensors): the known tensor items live at the
   stage, without the CUDA context, NCCL buffers and allocator fragmentation, which that
-  counter never sees;
+  counter never sees, nor memory outside PyTorch's allocator (an item's `seen_by`: paged
+  optimiser states in CUDA managed memory);
 * `reserved` / `max_memory_reserved` (allocator segments): the same plus fragmentation;
 * `process_in_use` / `nvml_used`: every known item live at the stage (NVML's device-wide
   figure also counts other processes: said in the scope);
@@ -153,6 +154,18 @@ def _stage_sum(est: Estimate, stage: str, g: int, keep) -> int:
     return totals[g] if g >= 0 else max(totals)
 
 
+def _outside_allocator_said(est: Estimate, stage: str) -> str:
+    """Name the items outside PyTorch's allocator that an allocator counter cannot see."""
+    outside = [
+        i.name
+        for i in est.known_items
+        if stage in i.stages and i.seen_by is not None and "max_memory_allocated" not in i.seen_by
+    ]
+    if not outside:
+        return ""
+    return "; outside PyTorch's allocator, seen by NVML only, left out: " + ", ".join(outside)
+
+
 def _compare_one(m, spec, est: Estimate, categories: dict[str, str]) -> Comparison:
     cov = coverage(m, spec, categories)
     g, where = _gpu(m, est)
@@ -220,26 +233,30 @@ def _compare_one(m, spec, est: Estimate, categories: dict[str, str]) -> Comparis
             m.stage,
             g,
             lambda i: (
-                i.category not in ("overhead", "reserve") and i.key not in NOT_IN_TENSOR_COUNTERS
+                i.category not in ("overhead", "reserve")
+                and i.key not in NOT_IN_TENSOR_COUNTERS
+                and i.seen_by_counter(m.quantity)
             ),
         )
         scope = (
             f"known tensor items live at {stage_label} on {where}; the CUDA context, NCCL "
             "and fragmentation are not in this counter and are left out"
-        )
+        ) + _outside_allocator_said(est, m.stage)
     elif m.quantity in ("reserved", "max_memory_reserved"):
         est_bytes = _stage_sum(
             est,
             m.stage,
             g,
             lambda i: (
-                i.category != "reserve" and i.key not in ("overhead.cuda_context", "overhead.nccl")
+                i.category != "reserve"
+                and i.key not in ("overhead.cuda_context", "overhead.nccl")
+                and i.seen_by_counter(m.quantity)
             ),
         )
         scope = (
             f"known tensor items plus fragmentation at {stage_label} on {where}; the CUDA "
             "context and NCCL are outside the allocator and left out"
-        )
+        ) + _outside_allocator_said(est, m.stage)
     else:  # process_in_use, nvml_used
         est_bytes = _stage_sum(est, m.stage, g, lambda i: True)
         scope = f"every known item live at {stage_label} on {where}"

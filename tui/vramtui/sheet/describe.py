@@ -84,6 +84,7 @@ def training_text(t) -> str:
     return (
         f"{t.optimizer}{state}; gradients {t.grad_dtype}; fp32 master weights "
         f"{'yes' if t.master_weights_fp32 else 'no'}; checkpointing {t.grad_checkpointing}"
+        + (f"; framework {t.framework}" if t.framework else "; framework hf-trainer (the default)")
     )
 
 

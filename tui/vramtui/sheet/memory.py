@@ -144,7 +144,8 @@ def memory_section(est: Estimate, comparisons) -> Section:
                 f"{g.label} {gib(b)}" for g, b in zip(est.gpu_groups, per_group, strict=True)
             )
             bullets.append(f"Per GPU at {STAGE_LABELS[est.peak_stage]}: {spread}")
-    bullets += [f"Note: {n}" for n in est.notes]
+    # the framework's settings are in the workload's Training row, not repeated here
+    bullets += [f"Note: {n}" for n in est.notes if not n.startswith("training framework:")]
     return Section(
         "memory",
         "Memory per GPU",

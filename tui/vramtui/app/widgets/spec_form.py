@@ -25,11 +25,14 @@ def group_id(group: str) -> str:
 class FieldRow(Vertical):
     """Label, input and (when invalid) the reason, for one field."""
 
-    def __init__(self, field: FieldDef, text: str, error: str | None) -> None:
+    def __init__(
+        self, field: FieldDef, text: str, error: str | None, default: str | None = None
+    ) -> None:
         super().__init__(classes="field-row", id=row_id(field.path))
         self.field = field
         self.text = text
         self.error = error
+        self.default = default  # what an empty optional field means, shown as a default
 
     def compose(self) -> ComposeResult:
         f = self.field
@@ -43,7 +46,7 @@ class FieldRow(Vertical):
                 allow_blank=f.optional,
                 id=wid,
                 compact=True,
-                prompt="(not set)",
+                prompt=f"(default: {self.default})" if self.default else "(not set)",
             )
         elif f.kind == "bool":
             yield Switch(value=self.text == "true", id=wid)
@@ -93,7 +96,8 @@ class SpecForm(VerticalScroll, can_focus=False):
         return Static(GROUP_TITLES[group], classes="group-title", id=group_id(group))
 
     def _row(self, f: FieldDef) -> FieldRow:
-        return FieldRow(f, self.session.text(f.path), self.session.errors.get(f.path))
+        default = f.default(self.session.form) if f.default is not None else None
+        return FieldRow(f, self.session.text(f.path), self.session.errors.get(f.path), default)
 
     def _rows(self):
         for _, make in self._wanted():

@@ -1,0 +1,310 @@
+"""What a training framework changes in the ledger: each mechanism of a framework profile
+(vramtui.training_profiles) as bytes, with the counters that see them.
+
+The reference behaviour (hf-trainer: PEFT fp32 adapters, the full-vocabulary fp32 loss, a
+standard optimiser step) is what the rest of the ledger computed before frameworks existed;
+every function here returns that behaviour's numbers for the hf-trainer defaults.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from vramtui.ledger.context import LedgerContext
+from vramtui.ledger.items import DEVICE_COUNTERS, ESTIMATED, LedgerItem
+from vramtui.ledger.placement import distribution
+
+# bitsandbytes' MatMul4Bit.forward saved its input (ctx.tensors = (A, B)) for backward although
+# the frozen 4-bit weight needs no input to compute the input's gradient; fixed by "fix QLoRA
+# mem bug: delete useless buffered activation" (bitsandbytes PR #1270, commit 9e75374, first
+# released in 0.43.2: ctx.tensors = (None, B)).
+BNB_4BIT_INPUT_FIX = "0.43.2"
+BNB_4BIT_INPUT_FIX_REF = "bitsandbytes PR #1270, commit 9e75374, released in 0.43.2"
+
+# bitsandbytes Optimizer8bit/Optimizer2State.get_state_buffer: a paged optimiser allocates a
+# parameter's states with F.get_paged (cudaMallocManaged, lib.cget_managed_ptr) only when
+# p.numel() >= 1e5; smaller parameters get torch.zeros_like (PyTorch's allocator).
+BNB_PAGED_MIN_NUMEL = 100_000
+
+# Modules whose LoRA input is the fused q, k, v input when the framework applies one LoRA
+# dropout to it (LitGPT's LoRAQKVLinear).
+QKV_NAMES = ("q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value", "Wqkv", "c_attn")
+
+
+def settings(ctx: LedgerContext):
+    """The framework settings of a training spec (vramtui.training_profiles)."""
+    return ctx.framework
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+def adapter_bytes(ctx: LedgerContext) -> int:
+    """Bytes per adapter value: PEFT upcasts to fp32 (4 B); LitGPT and torchtune keep them in
+    the model's 16-bit dtype (2 B)."""
+    return 4 if settings(ctx).adapter_dtype == "fp32" else 2
+
+
+def adapter_dtype_said(ctx: LedgerContext) -> str:
+    fw = settings(ctx)
+    if fw.adapter_dtype == "fp32":
+        return "fp32"
+    return "16-bit, the model's dtype"
+
+
+def shares_qkv_input(ctx: LedgerContext, module_name: str) -> bool:
+    """Does this module's LoRA input (dropout or cast) come once for the fused q, k, v?"""
+    return bool(settings(ctx).fused_qkv_adapter) and module_name in QKV_NAMES
+
+
+# --------------------------------------------------------------------------- loss
+
+
+def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fraction, str]:
+    """(forward at the loss, the loss backward, the LM head's backward) bytes per logit of the
+    micro-batch, and the rule in words. b: the compute dtype's bytes."""
+    fw = settings(ctx)
+    b = ctx.act_bytes
+    impl = fw.loss_impl
+    if impl == "full-upcast":
+        fwd = Fraction(8 if b == 4 else b + 8)
+        return (
+            fwd,
+            Fraction(12),
+            Fraction(b),
+            "the full-vocabulary loss: "
+            + (
+                "4 B fp32 logits (the upcast is a no-op) + 4 B log-softmax"
+                if b == 4
+                else f"{b} B + 4 B fp32 upcast + 4 B log-softmax"
+            )
+            + " per logit at the loss; the loss backward holds the saved log-softmax, its "
+            "gradient and the logits' gradient (3 x 4 B); the LM head's backward the logits' "
+            f"gradient in {b} B",
+        )
+    if impl == "chunked-fp32":
+        n = fw.loss_chunks
+        fwd = Fraction(4) + Fraction(b + 4, n)
+        bwd = Fraction(4) + Fraction(4 + 4 + b, n)
+        return (
+            fwd,
+            bwd,
+            Fraction(b, n),
+            (
+                f"chunked fp32 cross-entropy in {n} chunks: each chunk's log-softmax (fp32, 4 B per "
+                f"logit) is saved for backward, its logits and fp32 upcast ({b} + 4 B) live for one "
+                f"chunk: 4 + {b + 4}/{n} B per logit at the loss; the loss backward: every saved "
+                f"log-softmax + one chunk's gradients (4 + 4 + {b} B)/{n}; the LM head's backward "
+                f"one chunk's logits' gradient, {b}/{n} B"
+            ),
+        )
+    if impl == "chunked-bf16":
+        return (
+            Fraction(2 * b),
+            Fraction(2 * b),
+            Fraction(b),
+            (
+                f"LM head in chunks and cross-entropy on the {b}-byte chunks (no fp32 upcast): the "
+                f"logits ({b} B) and their saved log-softmax ({b} B) per logit, both held until "
+                "the backward reaches them; the chunks' gradients are small"
+            ),
+        )
+    # fused (Liger, Unsloth, cut-cross-entropy): the logits never exist in full
+    return (
+        Fraction(0),
+        Fraction(0),
+        Fraction(0),
+        (
+            "a fused linear + cross-entropy kernel: no full logits in any dtype (one chunk's "
+            "logits, a few MB, not itemised)"
+        ),
+    )
+
+
+def loss_label(ctx: LedgerContext) -> str:
+    impl = settings(ctx).loss_impl
+    return {
+        "full-upcast": "fp32 upcast, log-softmax, gradient",
+        "chunked-fp32": f"chunked fp32 cross-entropy, {settings(ctx).loss_chunks} chunks",
+        "chunked-bf16": "chunked 16-bit LM head and cross-entropy",
+        "fused": "fused linear cross-entropy, no full logits",
+    }[impl]
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def expands_kv(ctx: LedgerContext) -> bool:
+    """Does the attention keep K and V repeated to every query head (LitGPT, torchtune)?"""
+    return bool(settings(ctx).gqa_expand_kv)
+
+
+# --------------------------------------------------------------------------- bitsandbytes
+
+
+def old_bnb_saves_inputs(ctx: LedgerContext) -> bool:
+    from vramtui.training_profiles import version_before
+
+    return ctx.spec.weights.format in ("nf4", "fp4") and version_before(
+        ctx.spec, "bitsandbytes", BNB_4BIT_INPUT_FIX
+    )
+
+
+def old_bnb_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
+    """What bitsandbytes before 0.43.2 keeps per decoder layer: the input of every 4-bit
+    linear, one tensor per distinct input (q, k and v read the same one), where no other
+    saved tensor is already that input: the normed attention input (hidden), the attention
+    output (o_proj's input: flash/sdpa already save it, so nothing more), the normed MLP input
+    (hidden), the MLP product (down_proj's input, intermediate)."""
+    from vramtui.ledger.activations import _mlp_width
+
+    arch = ctx.arch
+    b = ctx.act_bytes
+    h = arch.hidden_size
+    width, _ = _mlp_width(arch)
+    per_token = 2 * h + width
+    total = tokens * per_token * b
+    return total, (
+        f"bitsandbytes {ctx.spec.training and dict(ctx.spec.training.versions)['bitsandbytes']} "
+        f"< {BNB_4BIT_INPUT_FIX}: MatMul4Bit saves the input of every 4-bit linear "
+        f"({BNB_4BIT_INPUT_FIX_REF}): the normed attention and MLP inputs (2 x hidden {h}) and "
+        f"down_proj's input ({width}) x {b} B over {tokens:,} tokens = {total:,} B (o_proj's "
+        "input is the attention output, already saved)"
+    )
+
+
+# --------------------------------------------------------------------------- optimiser
+
+
+def paged_fraction(t) -> tuple[int, int]:
+    """(values in parameters bitsandbytes pages, all trainable values): a paged optimiser
+    pages the states of parameters with at least BNB_PAGED_MIN_NUMEL values."""
+    paged = sum(r * c * k for r, c, k in t.matrices if r * c >= BNB_PAGED_MIN_NUMEL)
+    return paged, t.params
+
+
+def paged_states_item(ctx: LedgerContext, states: int, t, dist) -> tuple[int, LedgerItem | None]:
+    """Split optimiser states into the part in CUDA managed memory (its own item, seen by
+    NVML, not by PyTorch's allocator counters) and the rest: (bytes left in the ordinary
+    optimiser item, the paged item or None)."""
+    paged_values, total = paged_fraction(t)
+    if not total or not paged_values:
+        return states, None
+    paged = states * paged_values // total
+    item = LedgerItem(
+        key="optimizer.paged",
+        name="Optimiser states, paged (CUDA managed memory)",
+        category="optimizer",
+        status=ESTIMATED,
+        basis=(
+            f"bitsandbytes paged optimiser: the states of parameters with at least "
+            f"{BNB_PAGED_MIN_NUMEL:,} values ({paged_values:,} of {total:,} trainable values) "
+            f"are allocated by F.get_paged (cudaMallocManaged), outside PyTorch's allocator: "
+            f"{states:,} x {paged_values:,} / {total:,} = {paged:,} B; counted by NVML (and "
+            "the process's memory in use), not by torch.cuda.max_memory_allocated or "
+            "memory_reserved; under memory pressure the driver pages them to host memory"
+        ),
+        stages=("forward", "backward", "optimizer_step", "validation", "export"),
+        stage_bytes={
+            s: paged for s in ("forward", "backward", "optimizer_step", "validation", "export")
+        },
+        distribution=dist,
+        seen_by=DEVICE_COUNTERS,
+    )
+    return states - paged, item
+
+
+def largest_gradient(ctx: LedgerContext, t, grad_b: int) -> tuple[int, str]:
+    """Optimiser in backward: each parameter is stepped and its gradient freed as soon as it
+    is computed; at most about one parameter's gradient exists at a time (the largest)."""
+    biggest = max((r * c for r, c, _ in t.matrices), default=0)
+    biggest = max(biggest, 1 if t.params else 0)
+    return biggest * grad_b, (
+        f"optimiser in backward (torchtune optimizer_in_bwd: a post-accumulate-grad hook steps "
+        f"each parameter and frees its gradient): never a full set of gradients, at most the "
+        f"largest parameter's, {biggest:,} x {grad_b} B"
+    )
+
+
+# --------------------------------------------------------------------------- FSDP
+
+
+def no_sync_unsharded(ctx: LedgerContext) -> bool:
+    """FSDP (FSDP1) accumulation steps under no_sync: every rank keeps unsharded gradients."""
+    return (
+        bool(settings(ctx).no_sync)
+        and ctx.sharding == "fsdp"
+        and ctx.layout.data_parallel > 1
+        and ctx.spec.batch.grad_accum > 1
+    )
+
+
+def frozen_base_gathered(ctx: LedgerContext) -> bool:
+    return (
+        ctx.spec.task.kind in ("lora", "qlora")
+        and ctx.sharding == "fsdp"
+        and ctx.layout.data_parallel > 1
+        and settings(ctx).fsdp_frozen_base == "gathered"
+    )
+
+
+def frozen_weight_bytes(items) -> int:
+    """Every frozen weight's logical bytes (LoRA: the whole base, with its quant metadata)."""
+    return sum(i.max_bytes for i in items if i.category in ("weights", "quant_metadata"))
+
+
+def fsdp_frozen_items(ctx: LedgerContext, items) -> list[LedgerItem]:
+    """LoRA under FSDP1 with frozen units (LitGPT's per-Linear wrap, Fabric): at the end of the
+    backward every frozen unit is unsharded again on every rank."""
+    if not frozen_base_gathered(ctx):
+        return []
+    dp = ctx.layout.data_parallel
+    frozen = frozen_weight_bytes(items)
+    extra = frozen - frozen // dp
+    fw = settings(ctx)
+    return [
+        LedgerItem(
+            key="transient.fsdp_frozen_unsharded",
+            name="FSDP frozen units unsharded in backward",
+            category="transient",
+            status=ESTIMATED,
+            basis=(
+                f"{fw.framework}: fsdp_frozen_base = gathered ({fw.origin('fsdp_frozen_base')}): "
+                f"the frozen weights ({frozen:,} B) are all-gathered for the backward and stay "
+                f"whole on every rank until its end; beside the 1/{dp} shard already counted: "
+                f"{frozen:,} - {frozen:,} / {dp} = {extra:,} B"
+            ),
+            stages=("backward",),
+            stage_bytes={"backward": extra},
+            distribution=distribution(ctx.layout, tp_share=Fraction(1, ctx.tp)),
+        )
+    ]
+
+
+def frozen_layer_gather(ctx: LedgerContext) -> tuple[int, str] | None:
+    """The ZeRO-3/FSDP gathered unit when the base is frozen: one decoder layer's stored
+    weights (NF4 + metadata under QLoRA), current + prefetched, and its adapters with their
+    gradients; None for a full fine-tune (the trainable layer rule applies)."""
+    if ctx.spec.task.kind not in ("lora", "qlora") or ctx.arch is None:
+        return None
+    from vramtui.ledger.training import trainable
+    from vramtui.ledger.weights import weight_items
+
+    layers = max(ctx.arch.num_layers, 1)
+    layer_items = [
+        i
+        for i in weight_items(ctx)
+        if i.category in ("weights", "quant_metadata")
+        and "embedding" not in i.key
+        and "lm_head" not in i.key
+    ]
+    stored = sum(i.max_bytes for i in layer_items) // layers
+    t = trainable(ctx)
+    a = adapter_bytes(ctx)
+    adapters = (t.params // layers) * a if t else 0
+    gather = 2 * (stored + 2 * adapters)
+    return gather, (
+        f"the current and the prefetched decoder layer gathered in full: 2 x (one layer's "
+        f"frozen weights as stored, {stored:,} B, no gradient + its adapters {adapters:,} B "
+        f"and their gradients x 2) = {gather:,} B"
+    )
