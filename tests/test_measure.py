@@ -21,7 +21,11 @@ from vramtui.errors import SpecError, VramtuiError
 from vramtui.ledger import estimate
 from vramtui.measure.compare import compare
 from vramtui.measure.coverage import DOES_NOT_VALIDATE, coverage, required_dims
-from vramtui.measure.importer import merge_measurements, read_measurements_text
+from vramtui.measure.importer import (
+    MeasureImportError,
+    merge_measurements,
+    read_measurements_text,
+)
 from vramtui.measure.plan import FAILED, NOT_RUN, PARTIAL, PASSED, staged_plan
 from vramtui.models.registry import find_model
 from vramtui.spec import Measurement, dumps_spec, load_spec, loads_spec
@@ -481,3 +485,31 @@ def test_vllm_tp2_figures_keep_one_per_rank():
     assert sorted(m.gpu for m in weights) == sorted({m.gpu for m in weights})
     assert all(m.gpu is not None for m in weights)
     assert any("serves 'Qwen/Qwen2.5-Coder-7B-Instruct'" in w for w in result.warnings)
+
+
+def test_a_probe_run_under_another_framework_is_said_and_kept():
+    """The probe records the training framework; the import keeps it with the versions and
+    says when the spec's framework (here absent: the hf-trainer default) differs."""
+    text = _probe_lines([("backward", {"batch": 2}, 9_000_000_000, None, True)])
+    first, rest = text.split("\n", 1)
+    run = json.loads(first)
+    run["framework"] = "litgpt"
+    text = json.dumps(run) + "\n" + rest
+    spec = _bare()
+    if spec.task.kind == "inference":
+        pytest.skip("the bare spec is an inference spec")
+    result = read_measurements_text(text, spec, source="run.jsonl")
+    assert {m.versions_map.get("framework") for m in result.measurements} == {"litgpt"}
+    (warning,) = [w for w in result.warnings if "framework" in w]
+    assert "ran under litgpt" in warning and "hf-trainer (the default)" in warning
+    assert 'framework = "litgpt"' in warning
+
+
+def test_a_probe_framework_that_is_not_text_is_refused_in_one_line():
+    text = _probe_lines([("backward", {"batch": 2}, 9_000_000_000, None, True)])
+    first, rest = text.split("\n", 1)
+    run = json.loads(first)
+    run["framework"] = 7
+    with pytest.raises(MeasureImportError) as info:
+        read_measurements_text(json.dumps(run) + "\n" + rest, _bare(), source="run.jsonl")
+    assert "'framework' is not a short text" in str(info.value)

@@ -654,3 +654,28 @@ def test_hf_callback_with_scripted_cuda(tmp_path, monkeypatch):
     assert all(s.device(0).nvml_used_bytes == 7 * GIB for s in run.stages)
     assert fake.resets == [len(names) - 1]
     assert run.devices[0].name == "NVIDIA H100 80GB HBM3"
+
+
+def test_the_run_record_names_the_framework_given_or_loaded(tmp_path, monkeypatch):
+    """Given, it is written as is; otherwise the most specific framework module the script has
+    imported names it (Axolotl before the transformers it runs on); none: no key at all."""
+    given = tmp_path / "given.jsonl"
+    with Probe(given, framework="torchtune").stage("load"):
+        pass
+    assert _lines(given)[0]["framework"] == "torchtune"
+    assert read_probe_file(given)[0].framework == "torchtune"
+
+    for name in ("axolotl", "unsloth", "litgpt", "torchtune", "lightning.fabric"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    bare = tmp_path / "bare.jsonl"
+    with Probe(bare).stage("load"):
+        pass
+    assert "framework" not in _lines(bare)[0]
+    assert read_probe_file(bare)[0].framework == ""
+
+    monkeypatch.setitem(sys.modules, "axolotl", types.ModuleType("axolotl"))
+    monkeypatch.setitem(sys.modules, "litgpt", types.ModuleType("litgpt"))
+    detected = tmp_path / "detected.jsonl"
+    with Probe(detected).stage("load"):
+        pass
+    assert _lines(detected)[0]["framework"] == "axolotl"

@@ -179,6 +179,9 @@ def _from_probe(text: str, spec: Spec, source: str, path: Path | None) -> Import
         names = {d.index: d.name for d in run.devices}
         versions = {k: str(v) for k, v in run.versions.items() if v}
         run_label = run.run_name or run.run_id[:8]
+        if run.framework:
+            versions["framework"] = run.framework
+            _warn_framework(result, spec, run.framework, run_label)
         for st in run.stages:
             stage = STAGE_ALIASES.get(st.stage.strip().lower().replace(" ", "_"))
             where = f"run {run_label}, stage '{st.stage}'"
@@ -386,3 +389,19 @@ def merge_measurements(spec: Spec, measurements) -> tuple[Spec, int]:
     if not new:
         return spec, 0
     return replace(spec, measured=tuple(spec.measured) + tuple(new)), len(new)
+
+
+def _warn_framework(result, spec, framework: str, run_label: str) -> None:
+    """A probe run under another training framework than the spec's is said: the estimate
+    follows the spec's framework profile, and the run's figures follow the run's."""
+    if spec.task.kind == "inference":
+        return
+    said = spec.training.framework or "hf-trainer"
+    if framework == said:
+        return
+    default = "" if spec.training.framework else " (the default)"
+    result.warnings.append(
+        f"run {run_label} ran under {framework} but the spec's training framework is "
+        f"{said}{default}: set [training] framework = \"{framework}\" so the estimate follows "
+        "the same framework as the measurements"
+    )

@@ -125,7 +125,31 @@ OPTIONAL_LIBRARIES = (
     "deepspeed",
     "bitsandbytes",
     "flash_attn",
+    "trl",
+    "torchtune",
+    "litgpt",
+    "lightning",
+    "unsloth",
+    "axolotl",
 )
+# The training framework a run is under, read from the modules the script has imported (most
+# specific first: Axolotl and Unsloth import transformers too). vramtui's framework names.
+FRAMEWORK_MODULES = (
+    ("axolotl", "axolotl"),
+    ("unsloth", "unsloth"),
+    ("litgpt", "litgpt"),
+    ("torchtune", "torchtune"),
+    ("lightning.fabric", "lightning-fabric"),
+)
+
+
+def detect_framework(default: str = "") -> str:
+    """The framework of the running script from `sys.modules` (never imports anything);
+    `default` when none of FRAMEWORK_MODULES is loaded ("" = not known)."""
+    for module, name in FRAMEWORK_MODULES:
+        if module in sys.modules:
+            return name
+    return default
 
 
 def _load_torch():
@@ -394,10 +418,18 @@ class Probe:
     """Writes a run record and stage records to `path` (appended; created with its folder)."""
 
     def __init__(
-        self, path: str | os.PathLike | None = None, *, devices=None, run_name: str = ""
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        devices=None,
+        run_name: str = "",
+        framework: str = "",
     ) -> None:
         self.path = os.path.abspath(os.fspath(path if path is not None else _default_path()))
         self.run_name = str(run_name)
+        # The training framework the run is under (vramtui's names: "hf-trainer", "litgpt"...):
+        # given, else read from the imported modules when the run record is written.
+        self.framework = str(framework)
         self.run_id = uuid.uuid4().hex
         self._devices_arg = None if devices is None else list(devices)
         self._backend: _Backend | None = None
@@ -525,6 +557,9 @@ class Probe:
             "versions": self._versions(backend),
             "devices": devices,
         }
+        framework = self.framework or detect_framework()
+        if framework:
+            record["framework"] = framework
         for p in problems:
             self._warn(f"vramtui.probe: {p}")
         self._append(record)

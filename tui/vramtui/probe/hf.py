@@ -90,7 +90,16 @@ class VramtuiProbeCallback(TrainerCallback):
             devices = None
             if getattr(device, "type", None) == "cuda" and device.index is not None:
                 devices = [device.index]
-            self.probe = Probe(self.path, devices=devices, run_name=self.run_name)
+            from vramtui.probe import detect_framework
+
+            # A Trainer callback: the HF Trainer (with PEFT/TRL) unless a framework built on it
+            # (Axolotl, Unsloth) is loaded.
+            self.probe = Probe(
+                self.path,
+                devices=devices,
+                run_name=self.run_name,
+                framework=detect_framework(default="hf-trainer"),
+            )
         return self.probe
 
     def _close(self, name: str, error=None) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 
 from vramtui.errors import VramtuiError
@@ -90,6 +91,10 @@ class ProbeStage:
         return next((d for d in self.devices if d.index == index), None)
 
 
+# A framework name as the probe writes it ("hf-trainer", "lightning-fabric"); empty: none.
+_FRAMEWORK_NAME = re.compile(r"(?:[a-z0-9][a-z0-9._-]{0,63})?")
+
+
 @dataclass(frozen=True)
 class ProbeRun:
     run_id: str
@@ -102,6 +107,7 @@ class ProbeRun:
     cuda_available: bool
     pid: int | None = None
     warnings: tuple[str, ...] = ()  # what the reader skipped (a truncated last line)
+    framework: str = ""  # the training framework the run was under ("" = not recorded)
 
     def stages_named(self, name: str) -> list[ProbeStage]:
         return [s for s in self.stages if s.stage == name]
@@ -403,7 +409,11 @@ def _run(entry: dict, source: str) -> ProbeRun:
     for key in ("run_name", "time", "host"):
         _str(obj, key, source, lineno)
     pid = obj["pid"]
+    framework = obj.get("framework", "")
+    if not isinstance(framework, str) or not _FRAMEWORK_NAME.fullmatch(framework):
+        raise _fail(source, lineno, "'framework' is not a short text", "re-run the probe")
     return ProbeRun(
+        framework=framework,
         run_id=obj["run_id"],
         run_name=obj["run_name"],
         time=obj["time"],
