@@ -20,15 +20,24 @@ from vramtui.safe_text import safe_line
 
 EXPAND_UP_TO = 4  # this many groups or fewer are shown expanded by default
 REBUILD_ABOVE = 0.5  # more than this share of the rows gone: clear and add instead of removing
-COLUMNS = (
-    ("group", "group", 28),
+COLUMNS = (  # (key, header, width): 101 cells and their padding fit a 120-column terminal
+    ("group", "group", 20),
     ("gpus", "GPUs", 4),
-    ("worst", "worst GPU", 16),
+    ("worst", "worst GPU", 14),
     ("used", "used/total", 17),
-    ("bar", "worst: used ┃est", 14),
-    ("margin", "vs estimate", 15),
-    ("state", "state", 30),
+    ("bar", "bar ┃est", 12),
+    ("margin", "vs estimate", 14),
+    ("state", "state", 20),
 )
+
+
+def used_of_total(used: int | None, total: int | None, unit: str) -> str:
+    """ "169.04/640.00 GiB": the unit once when both sides share it."""
+    a, b = _size(used, unit), _size(total, unit)
+    head, _, suffix = a.rpartition(" ")
+    if head and b.endswith(" " + suffix):
+        return f"{head}/{b}"
+    return f"{a}/{b}"
 
 
 def _margin_cell(margin: int | None, unit: str) -> Text:
@@ -46,7 +55,7 @@ def _pct(fraction: float | None) -> str:
 def _bar(g: FleetGpu | None) -> Text:
     if g is None or not g.total_bytes:
         return Text("")
-    return memory_bar(g.total_bytes, g.used_bytes, None, g.estimate_bytes, width=12)
+    return memory_bar(g.total_bytes, g.used_bytes, None, g.estimate_bytes, width=10)
 
 
 def _state_cell(stale: str | None) -> Text:
@@ -99,16 +108,13 @@ class FleetTable(DataTable):
         if w is None:
             worst = Text("n/a", style="dim")
         else:
-            where = f"{w.index}" if group.kind == "host" else f"{w.host}:{w.index}"
-            worst = Text(f"GPU {safe_line(where)} {_pct(w.fraction)}")
+            where = f"GPU {w.index}" if group.kind == "host" else safe_line(f"{w.host}:{w.index}")
+            worst = Text(f"{where} {_pct(w.fraction)}")
         return [
             label,
             Text(str(len(group.gpus)), justify="right"),
             worst,
-            Text(
-                f"{_size(group.used_bytes, unit)}/{_size(group.total_bytes, unit)}",
-                justify="right",
-            ),
+            Text(used_of_total(group.used_bytes, group.total_bytes, unit), justify="right"),
             _bar(w),
             _margin_cell(group.over_bytes, unit),
             _state_cell(group.stale_reason),
@@ -119,7 +125,7 @@ class FleetTable(DataTable):
             Text(f"  └ {safe_line(g.host)} GPU {g.index}"),
             Text(""),
             Text(safe_line(g.name or "n/a"), style="dim"),
-            Text(f"{_size(g.used_bytes, unit)}/{_size(g.total_bytes, unit)}", justify="right"),
+            Text(used_of_total(g.used_bytes, g.total_bytes, unit), justify="right"),
             _bar(g),
             _margin_cell(g.margin_bytes, unit),
             _state_cell(stale) if stale else Text(_pct(g.fraction)),

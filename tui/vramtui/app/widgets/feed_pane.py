@@ -59,6 +59,7 @@ class FeedPane(Vertical):
         self._procs_shown: tuple | None = None
         self._head_shown: Text | None = None  # the fleet view's header, redrawn when it changes
         self._peaks_shown: tuple | None = None
+        self._labelled = False  # the source labels pods or jobs: grouping by them is offered
         self.groups_shown: list = []  # the fleet view's groups after the filter, in risk order
 
     def compose(self) -> ComposeResult:
@@ -77,7 +78,7 @@ class FeedPane(Vertical):
                 id="feed-filter",
                 compact=True,
             )
-            yield Label(" enter: open a group · e: all · g: group by", id="feed-fleet-keys")
+            yield Label(" enter: open or close a group · e: all", id="feed-fleet-keys")
         yield FleetTable(id="feed-fleet")
         with VerticalScroll(id="feed-body"):
             yield Static(id="feed-gpus")
@@ -109,8 +110,10 @@ class FeedPane(Vertical):
             self.post_message(FeedRequest("mark", value))
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        if action in ("filter", "expand_all", "group_by"):
+        if action in ("filter", "expand_all"):
             return self.fleet
+        if action == "group_by":
+            return self.fleet and self._labelled
         return True
 
     def action_filter(self) -> None:
@@ -296,6 +299,9 @@ class FeedPane(Vertical):
             stage = tracker.current if tracker.current in estimate.stages else estimate.peak_stage
         per_gpu = estimate.stage_gpu_bytes(stage) if stage else ()
         labelled = has_pod_labels(statuses)
+        if labelled != self._labelled:
+            self._labelled = labelled
+            self.refresh_bindings()
         by = self.group_by if labelled else "host"
         groups = build_fleet(statuses, per_gpu, by)
         shown = filter_groups(groups, self.filter_text)
