@@ -5,14 +5,17 @@ filter) and (b) refreshing the pane in a headless App.run_test(): FeedPane.show 
 layout and paint of the visible lines. It also counts the table rows given new cells (the
 incremental update), and the memory the model and the pane hold (tracemalloc).
 
-Budget (checked at the end, exit status 1 when exceeded): at 500 x 8 the median refresh
-(model + pane + paint, after the first draw) takes under 100 ms of CPU, and none over 250 ms:
-the app redraws the feed at most twice a second, so this leaves most of each second to the
-keyboard. CPU time of this process (time.process_time), not wall time, is what the budget
-counts: on a shared 2-core machine the wall clock includes other jobs; it is reported beside.
+Budget (checked at the end, exit status 1 when exceeded), on the median refresh (model + pane +
+paint, after the first draw) at 500 x 8, in CPU time of this process:
+- at most 2x the 16 x 8 refresh measured in the same run (today's one-line-per-GPU view, which
+  is known to stay responsive): machine-independent, since both run on the same CPU;
+- and under 250 ms: the app redraws the feed at most every 500 ms, so the UI thread stays at
+  least half free for the keyboard.
+CPU time (time.process_time), not wall time: on a shared 2-core machine the wall clock counts
+other jobs; it is reported beside.
 
-Each poll ~5% of the GPUs change their used memory (the others repeat), two hosts go stale, and
-one in forty GPUs runs over the estimate, like a large training fleet in steady state.
+Each poll ~5% of the GPUs change their used memory (the others repeat), two hosts are stale, and
+one host in forty runs over the estimate, like a large training fleet in steady state.
 
 Run: PYTHONPATH=tui python bench/bench_feed_fleet.py [--polls 30] [--out bench/results/...md]
 """
@@ -34,21 +37,27 @@ from pathlib import Path
 
 GIB = 2**30
 TOTAL = 85_520_809_984  # an H100 80GB as NVML reports it
-BUDGET_MEDIAN_MS = 100.0
-BUDGET_MAX_MS = 250.0
+BUDGET_MEDIAN_MS = 250.0
+BUDGET_RATIO = 2.0  # 500 x 8 grouped against 16 x 8 per GPU, same run
 
 
 class Fleet:
-    """Synthetic Snapshots for `hosts` x `gpus`, changing a little on every poll."""
+    """Synthetic Snapshots for `hosts` x `gpus`, changing a little on every poll. GPU 0 is
+    compared against `est0` (the seed spec is one GPU): one host in forty runs it 0-4 GiB over,
+    the others 0.5-8 GiB under; the other GPUs wander between 1 and 79 GiB."""
 
-    def __init__(self, hosts: int, gpus: int, procs: int = 4, seed: int = 18) -> None:
+    def __init__(self, hosts: int, gpus: int, est0: int, procs: int = 4, seed: int = 18) -> None:
         self.rng = random.Random(seed)
         self.hosts = [f"node-{h:03d}" for h in range(hosts)]
         self.gpus = gpus
         self.procs = procs
-        self.used = {
-            (h, i): (20 + self.rng.random() * 50) * GIB for h in self.hosts for i in range(gpus)
-        }
+        e = est0 / GIB
+        self.bounds = {}
+        for n, h in enumerate(self.hosts):
+            self.bounds[(h, 0)] = (e, e + 4) if n % 40 == 7 else (e - 8, e - 0.5)
+            for i in range(1, gpus):
+                self.bounds[(h, i)] = (1.0, 79.0)
+        self.used = {k: self.rng.uniform(lo, hi) * GIB for k, (lo, hi) in self.bounds.items()}
         self.stale = set(self.rng.sample(self.hosts, min(2, hosts)))
 
     def poll(self, t: float) -> dict:
@@ -56,9 +65,8 @@ class Fleet:
 
         keys = list(self.used)
         for key in self.rng.sample(keys, max(1, len(keys) // 20)):
-            self.used[key] = (
-                min(79.0, max(1.0, self.used[key] / GIB + self.rng.uniform(-4, 4))) * GIB
-            )
+            lo, hi = self.bounds[key]
+            self.used[key] = min(hi, max(lo, self.used[key] / GIB + self.rng.uniform(-4, 4))) * GIB
         out = {}
         for h in self.hosts:
             gs = []
@@ -91,7 +99,7 @@ class Fleet:
 def model_times(hosts: int, gpus: int, polls: int, per_gpu: tuple[int, ...]) -> dict:
     from vramtui.feed.fleet import build_fleet, filter_groups
 
-    fleet = Fleet(hosts, gpus)
+    fleet = Fleet(hosts, gpus, per_gpu[0])
     times, filt = [], []
     for i in range(polls):
         statuses = fleet.poll(float(i))
@@ -119,13 +127,14 @@ async def pane_times(hosts: int, gpus: int, polls: int, trace: bool = False) -> 
     from vramtui.feed.stages import StageTracker
     from vramtui.session import SizingSession
 
-    fleet = Fleet(hosts, gpus)
     if trace:
         gc.collect()
         tracemalloc.start()
     app = VramtuiApp(
         SizingSession.from_spec(seed_example_spec()), Config(), draft_file=Path("/dev/null")
     )
+    est = app.session.results.estimate
+    fleet = Fleet(hosts, gpus, est.stage_gpu_bytes(est.peak_stage)[0])
     times, walls, updated = [], [], []
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.press("f8")
@@ -182,8 +191,8 @@ async def main() -> int:
         ),
         "",
         (
-            f"Budget: median refresh (model + pane + paint, CPU time) < {BUDGET_MEDIAN_MS:.0f} "
-            f"ms and every refresh after the first < {BUDGET_MAX_MS:.0f} ms at 500 x 8."
+            f"Budget: at 500 x 8 the median refresh (model + pane + paint, CPU time) is at most "
+            f"{BUDGET_RATIO:g}x the 16 x 8 one of the same run and under {BUDGET_MEDIAN_MS:.0f} ms."
         ),
         "",
         "| | 16 x 8 | 500 x 8 | ratio |",
@@ -218,15 +227,16 @@ async def main() -> int:
         "MiB",
     )
     med, worst = _ms(big["pane"])
-    ok = med < BUDGET_MEDIAN_MS and worst < BUDGET_MAX_MS
     model_ratio = _ms(big["model"])[0] / max(_ms(small["model"])[0], 1e-9)
     pane_ratio = med / max(_ms(small["pane"])[0], 1e-9)
+    ok = med < BUDGET_MEDIAN_MS and pane_ratio <= BUDGET_RATIO
     verdict = "within" if ok else "OVER"
     lines += [
         "",
         (
             f"500 x 8 (4000 GPUs, 500 summary rows, groups collapsed): median {med:.1f} ms, "
-            f"max {worst:.1f} ms of CPU per refresh: {verdict} the budget. For 31x the GPUs "
+            f"max {worst:.1f} ms of CPU per refresh ({pane_ratio:.1f}x the 16 x 8 median): "
+            f"{verdict} the budget. For 31x the GPUs "
             f"the model rebuild costs {model_ratio:.0f}x and the pane refresh {pane_ratio:.1f}x "
             "(16 x 8 is drawn one line per GPU, 500 x 8 as grouped rows: only rows whose "
             "values changed get new cells, only the visible lines are painted)."

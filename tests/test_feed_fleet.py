@@ -107,6 +107,16 @@ def test_risk_order_over_first_then_fullest_then_stale():
     ]
 
 
+def test_fullness_ties_within_a_percent_sort_by_name():
+    # 40.1 and 40.3 GiB of 80 both show as 50%: by name, so rows do not swap on every poll.
+    statuses = {
+        "b": live("b", gpu(0, 40.3)),
+        "a": live("a", gpu(0, 40.1)),
+        "c": live("c", gpu(0, 41)),
+    }
+    assert [g.label for g in build_fleet(statuses)] == ["c", "a", "b"]  # c: 51%
+
+
 def test_stale_and_failed_groups_keep_the_reason():
     statuses = {
         "s": live("s", gpu(0, 10), state="stale", reason="no snapshot for 3.2 s"),

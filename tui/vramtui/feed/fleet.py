@@ -9,7 +9,7 @@ A GPU's pod, namespace, container and job come from the feed source's labels whe
 without those fields (NVML, SSH, older recordings) group by host.
 
 Risk order: groups with a GPU over the estimate first (the most bytes over first), then live
-groups by their fullest GPU's used fraction, then stale groups (no fresh counters: the reason is
+groups by their fullest GPU's used fraction (in whole percent, then by name), then stale groups (no fresh counters: the reason is
 kept). A stale group whose last counters were over the estimate still sorts first.
 """
 
@@ -72,10 +72,13 @@ class FleetGroup:
         return self.worst.fraction if self.worst is not None else None
 
     def risk_key(self) -> tuple:
+        """Used fractions compare in whole percent (as shown), so rows do not swap places on
+        every poll over a few MiB."""
+        percent = round((self.fraction or 0.0) * 100)
         if self.is_over:
-            return (0, -self.over_bytes, -(self.fraction or 0.0), self.label)
+            return (0, -self.over_bytes, -percent, self.label)
         tier = 2 if self.stale_reason else 1
-        return (tier, 0, -(self.fraction or 0.0), self.label)
+        return (tier, 0, -percent, self.label)
 
 
 def _stale_reason(state: str, reason: str | None, snap: Snapshot | None) -> str | None:
