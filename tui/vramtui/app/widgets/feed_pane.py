@@ -28,6 +28,7 @@ from vramtui.units import format_bytes
 COMPACT_ABOVE = 8  # more GPUs than this: one line each
 MAX_PROCESS_ROWS = 64  # fleet view: the largest processes of the expanded groups
 MAX_PEAK_ROWS = 32  # fleet view: the highest stage peaks
+MAX_FILTER_CHARS = 128  # fleet view: the filter box (longer than any host, pod or job name)
 HISTORY = 60
 STATE_STYLE = {"live": "green", "connecting": "yellow", "stale": "yellow", "failed": "red"}
 
@@ -77,6 +78,7 @@ class FeedPane(Vertical):
                 placeholder="filter: part of a host, pod or job name (/)",
                 id="feed-filter",
                 compact=True,
+                max_length=MAX_FILTER_CHARS,
             )
             yield Label(" enter: open or close a group · e: all", id="feed-fleet-keys")
         yield FleetTable(id="feed-fleet")
