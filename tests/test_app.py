@@ -406,7 +406,11 @@ async def test_save_save_as_open_and_refused_save(catalog, tmp_path, monkeypatch
 # ---------------------------------------------------------------------------------- (g) drafts
 
 
-async def test_startup_edits_nothing_and_autosave_writes_the_draft(catalog, tmp_path):
+async def test_startup_edits_nothing_and_autosave_writes_the_draft(
+    catalog, tmp_path, monkeypatch
+):
+    import vramtui.app.app as app_module
+
     app = seed_app(catalog, tmp_path)
     draft_file = app.draft_file
     async with app.run_test(size=SIZE) as pilot:
@@ -414,9 +418,15 @@ async def test_startup_edits_nothing_and_autosave_writes_the_draft(catalog, tmp_
         # inputs report their text when mounted: that is no edit, and nothing is autosaved
         assert not app.session.dirty and app._autosave_timer is None
         assert app.sub_title == "unsaved spec"
-        await type_into(pilot, "lengths.prompt_tokens", "3000")
-        assert not draft_file.exists()
-        await pilot.pause(1.2)  # the 1 s autosave timer
+        # Typing is no save: with a long delay (so that a slow machine's keystrokes cannot
+        # outlast it) the draft waits for the timer...
+        monkeypatch.setattr(app_module, "AUTOSAVE_DELAY_S", 60.0)
+        await type_into(pilot, "lengths.prompt_tokens", "300")
+        assert not draft_file.exists() and app._autosave_timer is not None
+        # ...and the timer, restarted by the last keystroke, writes it.
+        monkeypatch.setattr(app_module, "AUTOSAVE_DELAY_S", 0.3)
+        await pilot.press("0")
+        await pilot.pause(1.0)
         draft = read_draft(draft_file)
         assert draft is not None
         assert draft.form["lengths"]["prompt_tokens"] == 3000
