@@ -19,6 +19,9 @@ from vramtui.offer_import.writer import MAX_ID_CHARS
 DATA = Path(__file__).resolve().parent / "data" / "offers"
 LAMBDA = DATA / "lambda_instance_types.json"
 VAST = DATA / "vast_search_offers_raw.json"
+# Verbatim excerpts of responses recorded by others (tests/data/offers/README.md says where).
+LAMBDA_RECORDED = DATA / "lambda_recorded_lambda-ai-cloud-api-client.json"
+VAST_RECORDED = DATA / "vast_recorded_uit-docs-agent.json"
 DATES = ["--seen-on", "2026-12-01", "--today", "2026-12-02"]
 
 HEADER = "provider,gpu,gpu_count,price,currency,billing_unit,region,seen_on,source_url\n"
@@ -190,6 +193,102 @@ def test_vast_adapter_from_the_recorded_response(tmp_path, capsys):
     (line,) = refused_lines(err)
     assert "offer 7 (id 4242007)" in line and "'Titan Xp'" in line
     assert code == 1
+
+
+def test_lambda_adapter_from_a_real_recorded_response(tmp_path, capsys):
+    code, out, err = run(
+        capsys, "offers", "import", str(LAMBDA_RECORDED), "--catalog", str(tmp_path), *DATES
+    )
+    assert "format: lambda" in out and "detected" in out
+    offers = offers_in(tmp_path)
+    # price_cents_per_hour / 100, worked from the file: 149 -> 1.49, 3992 -> 39.92, ...
+    assert {oid: (o.gpu, o.gpu_count, o.plans[0].price) for oid, o in offers.items()} == {
+        "lambda-gh200-x1": ("gh200", 1, 1.49),
+        "lambda-b200-x8": ("b200", 8, 39.92),
+        "lambda-h100-sxm-x8": ("h100-sxm", 8, 23.92),
+        "lambda-h100-pcie-x1": ("h100-pcie", 1, 2.49),
+        "lambda-a100-80gb-sxm-x8": ("a100-80gb-sxm", 8, 14.32),
+        "lambda-a10-x1": ("a10", 1, 0.75),
+        "lambda-a100-40gb-pcie-x1": ("a100-40gb-pcie", 1, 1.29),
+        "lambda-rtx-a6000-x1": ("rtx-a6000", 1, 0.80),
+        "lambda-v100-16gb-x8": ("v100-16gb", 8, 4.40),
+    }
+    for o in offers.values():
+        assert (o.plans[0].currency, o.plans[0].kind, o.plans[0].hours) == ("USD", "hourly", 1)
+        assert o.region is None  # one price for every region; capacity goes to the notes
+    h100 = offers["lambda-h100-sxm-x8"]
+    assert "us-west-3, us-south-2, us-south-3" in h100.notes
+    assert "no region had capacity" in offers["lambda-gh200-x1"].notes
+    # 1800 GiB x 1.073741824 = 1932.7 GB; 22528 GiB = 24189.3 GB; 208 vCPUs.
+    assert (h100.host_ram_gb, h100.disk_gb, h100.vcpus) == (1932.7, 24189.3, 208)
+    assert h100.title == "gpu_8x_h100_sxm5: 8x H100 (80 GB SXM5)"
+    # The Quadro RTX 6000 is not catalogued: refused in one line, closest cards named.
+    (line,) = refused_lines(err)
+    assert "gpu_1x_rtx6000" in line and "'RTX 6000 (24 GB)' is not in the GPU catalogue" in line
+    assert "closest: rtx-6000-ada, rtx-pro-6000" in line
+    assert code == 1
+    assert "Imported 9 offers" in out and "1 row refused" in out
+
+
+def test_a_cpu_only_lambda_type_is_left_out_with_a_note_not_refused(tmp_path, capsys):
+    """Regression: the real response lists cpu_4x_general (gpu_description "N/A", specs.gpus
+    0); it was refused as "gpu 'N/A' is not in the GPU catalogue", advising to add a card."""
+    whole = json.loads(LAMBDA_RECORDED.read_text(encoding="utf-8"))
+    only_cpu = {"data": {"cpu_4x_general": whole["data"]["cpu_4x_general"]}}
+    cpu_and_a10 = {
+        "data": {k: whole["data"][k] for k in ("cpu_4x_general", "gpu_1x_a10")},
+    }
+    src = write(tmp_path, "types.json", json.dumps(cpu_and_a10))
+    code, out, err = run(capsys, "offers", "import", str(src), "--catalog", str(tmp_path), *DATES)
+    assert code == 0, err
+    assert refused_lines(err) == [] and "'N/A'" not in err
+    assert "left out instance type 'cpu_4x_general': a CPU-only instance type" in out
+    assert set(offers_in(tmp_path)) == {"lambda-a10-x1"}
+    # A file of nothing but CPU types writes nothing and says why.
+    src = write(tmp_path, "cpu.json", json.dumps(only_cpu))
+    code, out, err = run(
+        capsys, "offers", "import", str(src), "--catalog", str(tmp_path / "c2"), *DATES
+    )
+    assert code == 0 and refused_lines(err) == []
+    assert "left out instance type 'cpu_4x_general'" in out
+
+
+def test_vast_adapter_from_a_real_recorded_response(tmp_path, capsys):
+    code, out, err = run(
+        capsys, "offers", "import", str(VAST_RECORDED), "--catalog", str(tmp_path), *DATES
+    )
+    assert code == 0, err
+    assert "format: vast" in out and "detected" in out
+    offers = offers_in(tmp_path)
+    got = {oid: (o.gpu, o.gpu_count, o.plans[0].price, o.region) for oid, o in offers.items()}
+    # dph_total as recorded; gpu_ram (MiB, as nvidia-smi reports) tells the A100s apart:
+    # 39936 and 40960 -> the 40 GB card, 81920 -> the 80 GB one.
+    assert got == {
+        "vast-ai-a100-40gb-sxm-x1-alberta-ca": (
+            "a100-40gb-sxm",
+            1,
+            pytest.approx(0.6951851851851852),
+            "Alberta, CA",
+        ),
+        "vast-ai-a100-40gb-sxm-x1-the-netherlands-nl": (
+            "a100-40gb-sxm",
+            1,
+            pytest.approx(0.7493075629629633),
+            "The Netherlands, NL",
+        ),
+        "vast-ai-a100-80gb-sxm-x1-district-of-columbia-us": (
+            "a100-80gb-sxm",
+            1,
+            pytest.approx(1.073611111111111),
+            "District of Columbia, US",
+        ),
+    }
+    dc = offers["vast-ai-a100-80gb-sxm-x1-district-of-columbia-us"]
+    # cpu_ram 171202 MB = 171.202 GB; cpu_cores_effective 12.0 -> 12; disk_space kept as is.
+    assert (dc.host_ram_gb, dc.vcpus) == (171.202, 12)
+    assert dc.disk_gb == pytest.approx(514.2516908081434, abs=0.05)
+    assert "37431797" in dc.evidence[0].source
+    assert "120568" in dc.notes  # machine_id
 
 
 def test_format_can_be_given_and_a_wrong_one_is_one_line(tmp_path, capsys):

@@ -13,7 +13,8 @@ lambda -- Lambda Cloud API, `GET https://cloud.lambda.ai/api/v1/instance-types`,
     "regions_with_capacity_available": [{"name", "description"}]}}}`. The price is in US cents
     per hour for the whole instance; memory and storage are in GiB (converted to GB here). The
     price does not depend on the region, so one offer is written per instance type, and the
-    regions that had capacity when the response was saved go into its notes.
+    regions that had capacity when the response was saved go into its notes. CPU-only types
+    (`specs.gpus` 0, `gpu_description` "N/A") are left out with a note.
 
 vast -- vast.ai CLI, `vastai search offers --raw` (source: github.com/vast-ai/vast-cli,
     `vast.py`, `search__offers`, its field list and `offers_mult`), which prints the `offers`
@@ -88,6 +89,11 @@ def lambda_rows(data) -> list[tuple[str, dict]]:
             continue
         it = item["instance_type"]
         specs = it.get("specs") if isinstance(it.get("specs"), dict) else {}
+        if specs.get("gpus") == 0 and not isinstance(specs.get("gpus"), bool):
+            # The real response lists CPU-only types too (cpu_4x_general, gpu_description
+            # "N/A"): not an offer of a GPU, so left out with a note, not refused.
+            rows.append((label, {"_skip": "a CPU-only instance type (specs.gpus is 0)"}))
+            continue
         description = it.get("description")
         gpu = it.get("gpu_description")
         if not gpu and isinstance(description, str):

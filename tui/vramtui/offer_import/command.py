@@ -245,6 +245,9 @@ def import_offers(
     kept: dict[str, tuple[str, ImportedOffer, str]] = {}
     merged: dict[str, list[str]] = {}
     for where, row in rows:
+        if "_skip" in row:
+            result.notes.append(f"left out {where}: {row['_skip']}; only GPU offers are imported")
+            continue
         if "_error" in row:
             result.refused.append(f"{where}: {row['_error']}")
             continue
