@@ -19,8 +19,9 @@ lambda -- Lambda Cloud API, `GET https://cloud.lambda.ai/api/v1/instance-types`,
 vast -- vast.ai CLI, `vastai search offers --raw` (source: github.com/vast-ai/vast-cli,
     `vast.py`, `search__offers`, its field list and `offers_mult`), which prints the `offers`
     array of `POST /api/v0/bundles/` as JSON; that response, `{"offers": [...]}`, is read too.
-    Fields used: `id`, `machine_id`, `gpu_name`, `num_gpus`, `gpu_ram` (per card, MB: the CLI
-    divides by 1000 to show GB), `dph_total` (USD per hour for the whole offer, including the
+    Fields used: `id`, `machine_id`, `gpu_name`, `num_gpus`, `gpu_ram` (per card, MiB as
+    nvidia-smi reports it: 24564 for an RTX 4090, 40960 for an A100 40 GB in recorded output;
+    the CLI divides by 1000 for its display, which is not its unit), `dph_total` (USD per hour for the whole offer, including the
     storage the search priced), `cpu_ram` (MB), `cpu_cores_effective`, `disk_space` (GB),
     `geolocation`. Offers of one GPU, count and place share an id, so the cheapest of them is
     kept: a marketplace listing is one machine, and re-importing replaces it.
@@ -163,7 +164,7 @@ def vast_rows(data) -> list[tuple[str, dict]]:
                     "provider": "vast.ai",
                     "gpu": r.get("gpu_name"),
                     "gpu_count": r.get("num_gpus"),
-                    "gpu_memory_gb": _scaled(r.get("gpu_ram"), 0.001),
+                    "gpu_memory_gb": _scaled(r.get("gpu_ram"), 2**20 / 1e9),  # MiB -> GB
                     "price": r.get("dph_total"),
                     "currency": "USD",
                     "billing_unit": "hour",
