@@ -176,6 +176,9 @@ def _parse_vector(raw: bytes, where: str) -> tuple[float, list[tuple[dict[str, s
         )
     out: list[tuple[dict[str, str], float]] = []
     eval_time = None
+    # A fleet repeats its label values (host, model, job, instance, each UUID in three metrics):
+    # each distinct text is cleaned once per answer, not once per series.
+    cleaned: dict[str, str] = {}
     for item in series:
         if not isinstance(item, dict):
             continue
@@ -184,11 +187,13 @@ def _parse_vector(raw: bytes, where: str) -> tuple[float, list[tuple[dict[str, s
             continue
         if len(metric) > MAX_LABELS:
             continue
-        labels = {
-            str(k)[:MAX_LABEL_CHARS]: clean_label(v)
-            for k, v in metric.items()
-            if isinstance(v, str)
-        }
+        labels = {}
+        for k, v in metric.items():
+            if isinstance(v, str):
+                text = cleaned.get(v)
+                if text is None:
+                    text = cleaned[v] = clean_label(v)
+                labels[str(k)[:MAX_LABEL_CHARS]] = text
         try:
             ts = float(value[0])
             number = float(value[1])
