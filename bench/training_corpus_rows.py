@@ -433,7 +433,10 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
         t["optimizer"] = "adafactor"
     elif "paged" in opt:
         t["optimizer"] = "adamw"
-        approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no paged field)")
+        if SET_FRAMEWORK:
+            t["optimizer_placement"] = "paged"
+        else:
+            approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no paged field)")
     elif "4bit" in opt:
         t["optimizer"] = "adamw"
         approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no 4-bit state)")
@@ -452,10 +455,64 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
     else:
         defaults.append("training.grad_checkpointing = none")
     if s.get("optimizer_in_bwd"):
-        approx.append("optimizer_in_bwd: sized with a full set of gradients")
+        if SET_FRAMEWORK:
+            t["optimizer_placement"] = "in-backward"
+        else:
+            approx.append("optimizer_in_bwd: sized with a full set of gradients")
+    loss = _loss_impl(str(s.get("loss", "")))
+    if loss and SET_FRAMEWORK:
+        t["loss_impl"] = loss
     if s.get("activation_offloading"):
         approx.append("activation offloading: not in the spec")
     return t
+
+
+def _loss_impl(text: str) -> str | None:
+    """The spec's loss_impl for a row's stated loss (None: not stated, the profile's default).
+
+    LitGPT's finetune scripts chunk the head (lm_head_chunk_size=128) and run cross-entropy on
+    the bf16 chunks (litgpt/utils.py chunked_cross_entropy, no .float()); a fused kernel (Liger,
+    Cut Cross-Entropy) never holds the logits; a plain torch.nn.CrossEntropyLoss on a model that
+    returns fp32 logits (torchtune's TransformerDecoder before chunked output) is the full
+    upcast."""
+    t = text.lower()
+    if not t:
+        return None
+    if "cut_cross_entropy" in t or "liger" in t or "fused" in t:
+        return "fused"
+    if "chunked_cross_entropy" in t or "lm_head_chunk_size" in t:
+        return "chunked-bf16"
+    if "crossentropyloss" in t or "cross_entropy" in t:
+        return "full-upcast"
+    return None
+
+
+# Library versions a framework installs at the commit a row names, where the row states none:
+# (framework, commit prefix of framework_version) -> {library: version, ...}, with the source.
+FRAMEWORK_PINS: dict[tuple[str, str], tuple[dict[str, str], str]] = {
+    ("litgpt", "commit 00af8b0d9b"): (
+        {"bitsandbytes": "0.42.0"},
+        (
+            "litgpt pyproject.toml at 00af8b0d9b pins bitsandbytes==0.42.0 (extra 'all'), and "
+            "litgpt/finetune/lora.py warns 'LitGPT only supports bitsandbytes v0.42.0' for any other"
+        ),
+    ),
+}
+
+
+def _versions(row: Row, notes: list[str]) -> dict[str, str]:
+    """[training.versions] for a row: its library_versions, else its framework's pins."""
+    from vramtui.spec import VERSIONED_LIBRARIES
+
+    stated = row.data.get("library_versions") or {}
+    out = {k: str(v) for k, v in stated.items() if k in VERSIONED_LIBRARIES}
+    if out:
+        return out
+    for (fw, prefix), (pins, why) in FRAMEWORK_PINS.items():
+        if row.framework == fw and str(row.data.get("framework_version", "")).startswith(prefix):
+            notes.append(f"library versions from the framework's pins: {why}")
+            return dict(pins)
+    return {}
 
 
 def _sharding(s: dict, n_gpus: int, approx: list[str], defaults: list[str]) -> str:
@@ -541,8 +598,17 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
     d["placement"]["data_parallel_sharding"] = _sharding(s, n_gpus, approx, defaults)
     if SET_FRAMEWORK:
         d["training"]["framework"] = row.framework
+        versions = _versions(row, notes)
+        if versions:
+            d["training"]["versions"] = versions
     if s.get("cpu_offload"):
-        approx.append("CPU offload: not in the spec, sized on the GPU")
+        if SET_FRAMEWORK:
+            d["training"]["optimizer_placement"] = "cpu-offload"
+            approx.append(
+                "CPU offload: the optimiser states and step on the CPU; parameters on the GPU"
+            )
+        else:
+            approx.append("CPU offload: not in the spec, sized on the GPU")
     if task in ("lora", "qlora"):
         lora: dict = {}
         if "lora_r" in s:
