@@ -16,8 +16,20 @@ Rules:
   (`spec_overrides.TRAINING_DEFAULTS`, `LORA_DEFAULTS`, a 2,048-token sequence, micro-batch 1,
   sdpa attention, no sharding); every default taken is listed in the row's result, and rows
   the corpus marks under-specified are reported apart from fully specified ones.
-- Settings the spec cannot express (paged or 4-bit optimisers, CPU offload, a ZeRO stage left
-  unstated) are sized with the nearest spec value and listed as approximations.
+- Settings the spec cannot express (4-bit optimisers, activation offloading, a ZeRO stage left
+  unstated) are sized with the nearest spec value and listed as approximations. A paged
+  optimiser is `optimizer_placement = "paged"`, torchtune's optimizer_in_bwd "in-backward",
+  CPU offload "cpu-offload", a stated loss the matching `loss_impl` (`_loss_impl`).
+- Library versions: the row's `library_versions`, else what the framework pins at the commit
+  the row names (`FRAMEWORK_PINS`, with its source), else none (the current behaviour). A
+  framework setting that differs at that commit from the profile's version is set from
+  `FRAMEWORK_AT_COMMIT` (with its source), every other one is the profile's default.
+- The sequence length is the row's max_seq_length (LitGPT: `model.max_seq_length =
+  min(longest sample, train.max_seq_length)`, batches padded to their longest sample), so the
+  estimate is the run's peak, at the longest (truncated) sample; rows whose notes say samples
+  are shorter are noted.
+- The figure is compared through the counter the row names; LitGPT's scripts print
+  `torch.cuda.max_memory_allocated()`, the allocated slice (no CUDA context, no cache).
 """
 
 from __future__ import annotations
@@ -500,6 +512,29 @@ FRAMEWORK_PINS: dict[tuple[str, str], tuple[dict[str, str], str]] = {
 }
 
 
+# Framework settings that differ at the commit a row names from the profile's version:
+# (framework, commit prefix of framework_version) -> ({setting: value}, source).
+FRAMEWORK_AT_COMMIT: dict[tuple[str, str], tuple[dict[str, str], str]] = {
+    ("litgpt", "commit 00af8b0d9b"): (
+        {"fsdp_frozen_base": "sharded"},
+        (
+            "litgpt/finetune/lora.py at 00af8b0d9b wraps FSDPStrategy(auto_wrap_policy={Block}): "
+            "each unit is a whole Block holding its LoRA parameters, so every unit has a "
+            "trainable parameter and is resharded by its post-backward hook (the profile's "
+            "'gathered' is 0.5.10's per-Linear wrap)"
+        ),
+    ),
+}
+
+
+def _framework_at_commit(row: Row, notes: list[str]) -> dict[str, str]:
+    for (fw, prefix), (values, why) in FRAMEWORK_AT_COMMIT.items():
+        if row.framework == fw and str(row.data.get("framework_version", "")).startswith(prefix):
+            notes.append(f"framework settings at the row's commit: {why}")
+            return dict(values)
+    return {}
+
+
 def _versions(row: Row, notes: list[str]) -> dict[str, str]:
     """[training.versions] for a row: its library_versions, else its framework's pins."""
     from vramtui.spec import VERSIONED_LIBRARIES
@@ -601,6 +636,8 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
         versions = _versions(row, notes)
         if versions:
             d["training"]["versions"] = versions
+        if d["placement"]["data_parallel_sharding"] != "none":
+            d["training"].update(_framework_at_commit(row, notes))
     if s.get("cpu_offload"):
         if SET_FRAMEWORK:
             d["training"]["optimizer_placement"] = "cpu-offload"

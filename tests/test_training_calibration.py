@@ -220,3 +220,21 @@ def test_bench_in_backward_and_cpu_offload_use_the_spec_fields():
     off.data["settings"].update(method="lora", quantize="")
     d, *_ = tc.build_spec_dict(off, _arch(L1B))
     assert d["training"]["optimizer_placement"] == "cpu-offload"
+
+
+def test_bench_sets_the_fsdp_wrap_of_the_rows_commit():
+    """litgpt/finetune/lora.py at 00af8b0d9b: FSDPStrategy(auto_wrap_policy={Block}): every
+    unit holds trainable LoRA parameters, so a frozen base is resharded ("sharded"), unlike
+    the profile's 0.5.10 per-Linear wrap ("gathered"); other commits keep the profile's."""
+    row = _row({"sharding": "fsdp"})
+    row.data["n_gpus"] = 4
+    row.data["settings"].update(method="lora", quantize="")
+    d, _, _, _, notes = tc.build_spec_dict(row, _arch(L1B))
+    assert d["training"]["fsdp_frozen_base"] == "sharded"
+    assert any("auto_wrap_policy={Block}" in n for n in notes)
+    other = _row({"sharding": "fsdp"}, version="0.5.10")
+    other.data["n_gpus"] = 4
+    other.data["settings"].update(method="lora", quantize="")
+    d, *_ = tc.build_spec_dict(other, _arch(L1B))
+    assert "fsdp_frozen_base" not in d["training"]
+    assert load_profile("litgpt").defaults["fsdp_frozen_base"] == "gathered"
