@@ -61,8 +61,10 @@ def test_litgpt_qlora_head_is_4bit_and_dequantised_whole_by_hand():
     128,256 x 4,096 = 525,336,576 values: NF4 data 262,668,288 B, double-quant metadata
     8,208,384 absmax bytes + 4 x ceil(8,208,384 / 256) = 128,256 = 8,336,640 B more metadata.
     bitsandbytes 0.42.0 autograd/_functions.py MatMul4Bit.forward L516
-    `F.dequantize_4bit(B, quant_state).to(A.dtype)`: the head whole in bf16 for each chunk,
-    525,336,576 x 2 = 1,050,673,152 B at the forward's end and in the loss backward."""
+    `F.dequantize_4bit(B, quant_state).to(A.dtype)`: the head whole in fp16 (Fabric's
+    _Linear4bit.quantize quantises `weight.to(dtype=torch.half)`, so the quant state is fp16)
+    and its bf16 copy for each chunk: 525,336,576 x (2 + 2) = 2,101,346,304 B at the forward's
+    end and in the loss backward."""
     arch = _arch(L8B)
     lit = estimate(_spec(model=L8B, kind="qlora", fmt="nf4", training=LITGPT), arch)
     hf = estimate(_spec(model=L8B, kind="qlora", fmt="nf4"), arch)
@@ -74,7 +76,7 @@ def test_litgpt_qlora_head_is_4bit_and_dequantised_whole_by_hand():
         == 8_336_640
     )
     deq = _item(lit, "transient.dequantised_head")
-    assert deq.stage_bytes == {"forward": 1_050_673_152, "backward": 1_050_673_152}
+    assert deq.stage_bytes == {"forward": 2_101_346_304, "backward": 2_101_346_304}
     assert not [i for i in hf.items if i.key == "transient.dequantised_head"]
     # LoRA on bf16 weights: nothing to dequantise
     lora = estimate(_spec(model=L8B, training=LITGPT), arch)
@@ -109,6 +111,25 @@ def test_old_bitsandbytes_keeps_litgpts_reshaped_attention_output_by_hand():
     hf_new, _ = training_layer_bytes(_ctx(_spec(**kw)), 8, 512)
     hf_old, _ = training_layer_bytes(_ctx(_spec(training=old_v.strip(), **kw)), 8, 512)
     assert hf_old - hf_new == 100_663_296
+
+
+# --------------------------------------------------------------------------- loss
+
+
+def test_fabric_casts_litgpts_logit_chunks_to_fp32_by_hand():
+    """lightning/fabric/wrappers.py _FabricModule.forward: `output =
+    precision.convert_output(output)`; HalfPrecision.convert_output casts every floating tensor
+    to torch.get_default_dtype() (fp32). LitGPT's bf16 chunks become fp32 and
+    chunked_cross_entropy keeps an fp32 log-softmax: Llama-3.2-1B, 1 x 512 tokens x 128,256 =
+    65,667,072 logits x (4 + 4) = 525,336,576 B at the loss, forward and loss backward; an
+    explicit loss_impl = "fused" still holds none."""
+    arch = _arch(L1B)
+    lit = estimate(_spec(mb=1, training=LITGPT), arch)
+    item = _item(lit, "logits.training")
+    assert item.stage_bytes["forward"] == 525_336_576
+    assert item.stage_bytes["backward"] == 525_336_576
+    fused = estimate(_spec(mb=1, training=LITGPT + '\nloss_impl = "fused"'), arch)
+    assert _item(fused, "logits.training").stage_bytes["forward"] == 0
 
 
 # --------------------------------------------------------------------------- attention
@@ -156,10 +177,16 @@ def test_gemma2_four_norms_each_keep_their_fp32_input_by_hand():
 
 
 def test_model_code_settings_are_not_spec_overrides():
-    """unties_lm_head, quantizes_lm_head and softcap_attention_eager come with the framework's
-    own model code: LitGPT sets all three, hf-trainer none, and no spec field overrides them."""
+    """unties_lm_head, quantizes_lm_head, softcap_attention_eager and fp32_model_output come
+    with the framework's own code: LitGPT sets all four, hf-trainer none, and no spec field
+    overrides them."""
     lit, hf = load_profile("litgpt"), load_profile("hf-trainer")
-    for key in ("unties_lm_head", "quantizes_lm_head", "softcap_attention_eager"):
+    for key in (
+        "unties_lm_head",
+        "quantizes_lm_head",
+        "softcap_attention_eager",
+        "fp32_model_output",
+    ):
         assert lit.defaults[key] is True and hf.defaults[key] is False
         assert key not in SPEC_OVERRIDES
         assert "litgpt/" in lit.sources[key]

@@ -98,6 +98,18 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
                 f"one chunk's logits' gradient, {b}/{n} B"
             ),
         )
+    if impl == "chunked-bf16" and fw.fp32_model_output and b != 4:
+        return (
+            Fraction(8),
+            Fraction(8),
+            Fraction(4),
+            (
+                f"LM head in chunks ({b}-byte logits), which {fw.framework}'s precision plugin "
+                f"casts to fp32 on output ({fw.origin('fp32_model_output')}): cross-entropy on "
+                "the fp32 chunks, the fp32 logits (4 B) and their saved fp32 log-softmax (4 B) per "
+                "logit held until the backward reaches them; the chunks' gradients are small"
+            ),
+        )
     if impl == "chunked-bf16":
         return (
             Fraction(2 * b),
@@ -122,7 +134,10 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
 
 
 def loss_label(ctx: LedgerContext) -> str:
-    impl = settings(ctx).loss_impl
+    fw = settings(ctx)
+    impl = fw.loss_impl
+    if impl == "chunked-bf16" and fw.fp32_model_output and ctx.act_bytes != 4:
+        return "chunked LM head, its output cast to fp32, fp32 cross-entropy"
     return {
         "full-upcast": "fp32 upcast, log-softmax, gradient",
         "chunked-fp32": f"chunked fp32 cross-entropy, {settings(ctx).loss_chunks} chunks",
@@ -361,7 +376,11 @@ def dequantised_head_items(ctx: LedgerContext) -> list[LedgerItem]:
         return []
     vocab, hidden = ctx.arch.vocab_size, ctx.arch.hidden_size
     b = ctx.act_bytes
-    total = vocab * hidden * b
+    # Fabric's _Linear4bit.quantize quantises `weight.to(dtype=torch.half)`, so the quant
+    # state's dtype is fp16: dequantize_4bit returns fp16 and `.to(A.dtype)` copies it to the
+    # compute dtype while the fp16 one is still alive (a no-op copy for fp16 compute).
+    per_value = 2 + (b if b != 2 or ctx.compute_dtype != "fp16" else 0)
+    total = vocab * hidden * per_value
     from vramtui.ledger.weights import _group_distribution
 
     fw = settings(ctx)
@@ -374,9 +393,12 @@ def dequantised_head_items(ctx: LedgerContext) -> list[LedgerItem]:
             basis=(
                 f"{fw.framework}: the LM head is 4-bit ({fw.origin('quantizes_lm_head')}); "
                 "bitsandbytes MatMul4Bit.forward and .backward dequantise the whole weight for "
-                f"each chunk's matmul: vocabulary {vocab:,} x hidden {hidden:,} x {b} B = "
-                f"{total:,} B, beside the logits at the end of the forward and in the loss "
-                "backward"
+                "each chunk's matmul, F.dequantize_4bit(B, quant_state).to(A.dtype): fp16 (the "
+                "quant state's dtype: lightning/fabric/plugins/precision/bitsandbytes.py "
+                "_Linear4bit.quantize quantises weight.to(dtype=torch.half)) and its "
+                f"{ctx.compute_dtype} copy at once: vocabulary {vocab:,} x hidden {hidden:,} x "
+                f"{per_value} B = {total:,} B, beside the logits at the end of the forward and in "
+                "the loss backward"
             ),
             stages=("forward", "backward"),
             stage_bytes={"forward": total, "backward": total},
