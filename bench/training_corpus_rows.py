@@ -527,6 +527,48 @@ FRAMEWORK_AT_COMMIT: dict[tuple[str, str], tuple[dict[str, str], str]] = {
 }
 
 
+# Settings a framework fixes for every config at the commit a row names, taken where the row
+# leaves them unstated (listed among the row's defaults, with the source):
+# (framework, commit prefix) -> [(setting, value, applies to n_gpus > 1 only, source)].
+FRAMEWORK_DEFAULTS: dict[tuple[str, str], list[tuple[str, str, bool, str]]] = {
+    ("torchtune", "commit 0217d44c2e"): [
+        (
+            "precision",
+            "bf16",
+            False,
+            (
+                "every recipe config at 0217d44c2e sets dtype: bf16 (the model, gradients and "
+                "optimiser states in bf16, no fp32 master)"
+            ),
+        ),
+        (
+            "sharding",
+            "fsdp",
+            True,
+            (
+                "recipes/lora_finetune_distributed.py and full_finetune_distributed.py at "
+                "0217d44c2e wrap the model in FSDP(sharding_strategy=ShardingStrategy.FULL_SHARD)"
+            ),
+        ),
+    ],
+}
+
+
+def _with_framework_defaults(row: Row, defaults: list[str]) -> dict:
+    """The row's settings, with what its framework fixes at its commit where it states none."""
+    s = dict(row.settings)
+    version = str(row.data.get("framework_version", ""))
+    for (fw, prefix), entries in FRAMEWORK_DEFAULTS.items():
+        if row.framework != fw or not version.startswith(prefix):
+            continue
+        for key, value, multi_gpu, why in entries:
+            if key in s or (multi_gpu and int(row.data["n_gpus"]) < 2):
+                continue
+            s[key] = value
+            defaults.append(f"{key} = {value} ({fw}'s default: {why})")
+    return s
+
+
 def _framework_at_commit(row: Row, notes: list[str]) -> dict[str, str]:
     for (fw, prefix), (values, why) in FRAMEWORK_AT_COMMIT.items():
         if row.framework == fw and str(row.data.get("framework_version", "")).startswith(prefix):
@@ -570,10 +612,10 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
     """(spec dict or None, why not, defaults, approximations, notes) for one row."""
     from vramtui.spec_overrides import LORA_DEFAULTS
 
-    s = row.settings
     defaults: list[str] = []
     approx: list[str] = []
     notes: list[str] = []
+    s = _with_framework_defaults(row, defaults)
     method = s.get("method")
     if method is None:
         return None, "method not stated (vramtui has no default task)", [], [], []

@@ -265,3 +265,24 @@ def test_bench_sets_the_fsdp_wrap_of_the_rows_commit():
     d, *_ = tc.build_spec_dict(other, _arch(L1B))
     assert "fsdp_frozen_base" not in d["training"]
     assert load_profile("litgpt").defaults["fsdp_frozen_base"] == "gathered"
+
+
+def test_bench_fills_what_torchtune_fixes_at_the_rows_commit():
+    """torchtune at 0217d44c2e: every recipe config sets `dtype: bf16` (pure bf16, no fp32
+    master) and the distributed recipes wrap the model in FSDP FULL_SHARD; a row that leaves
+    precision or sharding unstated takes those, listed among its defaults. A stated value
+    wins, and one GPU is not sharded."""
+    row = _row({}, framework="torchtune", version="commit 0217d44c2e")
+    row.data["n_gpus"] = 2
+    row.data["settings"].update(method="lora", quantize="")
+    d, _, defaults, _, _ = tc.build_spec_dict(row, _arch(L1B))
+    assert d["training"]["master_weights_fp32"] is False
+    assert d["training"]["optimizer_state_dtype"] == "bf16"
+    assert d["placement"]["data_parallel_sharding"] == "fsdp"
+    assert any(x.startswith("precision = bf16 (torchtune's default") for x in defaults)
+    one = _row({"precision": "fp32"}, framework="torchtune", version="commit 0217d44c2e")
+    one.data["settings"].update(method="lora", quantize="")
+    d, _, defaults, _, _ = tc.build_spec_dict(one, _arch(L1B))
+    assert d["placement"]["data_parallel_sharding"] == "none"
+    assert d["weights"]["format"] == "fp32"
+    assert not any("torchtune's default" in x for x in defaults)
