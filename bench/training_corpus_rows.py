@@ -16,8 +16,20 @@ Rules:
   (`spec_overrides.TRAINING_DEFAULTS`, `LORA_DEFAULTS`, a 2,048-token sequence, micro-batch 1,
   sdpa attention, no sharding); every default taken is listed in the row's result, and rows
   the corpus marks under-specified are reported apart from fully specified ones.
-- Settings the spec cannot express (paged or 4-bit optimisers, CPU offload, a ZeRO stage left
-  unstated) are sized with the nearest spec value and listed as approximations.
+- Settings the spec cannot express (4-bit optimisers, activation offloading, a ZeRO stage left
+  unstated) are sized with the nearest spec value and listed as approximations. A paged
+  optimiser is `optimizer_placement = "paged"`, torchtune's optimizer_in_bwd "in-backward",
+  CPU offload "cpu-offload", a stated loss the matching `loss_impl` (`_loss_impl`).
+- Library versions: the row's `library_versions`, else what the framework pins at the commit
+  the row names (`FRAMEWORK_PINS`, with its source), else none (the current behaviour). A
+  framework setting that differs at that commit from the profile's version is set from
+  `FRAMEWORK_AT_COMMIT` (with its source), every other one is the profile's default.
+- The sequence length is the row's max_seq_length (LitGPT: `model.max_seq_length =
+  min(longest sample, train.max_seq_length)`, batches padded to their longest sample), so the
+  estimate is the run's peak, at the longest (truncated) sample; rows whose notes say samples
+  are shorter are noted.
+- The figure is compared through the counter the row names; LitGPT's scripts print
+  `torch.cuda.max_memory_allocated()`, the allocated slice (no CUDA context, no cache).
 """
 
 from __future__ import annotations
@@ -433,7 +445,10 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
         t["optimizer"] = "adafactor"
     elif "paged" in opt:
         t["optimizer"] = "adamw"
-        approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no paged field)")
+        if SET_FRAMEWORK:
+            t["optimizer_placement"] = "paged"
+        else:
+            approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no paged field)")
     elif "4bit" in opt:
         t["optimizer"] = "adamw"
         approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no 4-bit state)")
@@ -452,10 +467,129 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
     else:
         defaults.append("training.grad_checkpointing = none")
     if s.get("optimizer_in_bwd"):
-        approx.append("optimizer_in_bwd: sized with a full set of gradients")
+        if SET_FRAMEWORK:
+            t["optimizer_placement"] = "in-backward"
+        else:
+            approx.append("optimizer_in_bwd: sized with a full set of gradients")
+    loss = _loss_impl(str(s.get("loss", "")))
+    if loss and SET_FRAMEWORK:
+        t["loss_impl"] = loss
     if s.get("activation_offloading"):
         approx.append("activation offloading: not in the spec")
     return t
+
+
+def _loss_impl(text: str) -> str | None:
+    """The spec's loss_impl for a row's stated loss (None: not stated, the profile's default).
+
+    LitGPT's finetune scripts chunk the head (lm_head_chunk_size=128) and run cross-entropy on
+    the bf16 chunks (litgpt/utils.py chunked_cross_entropy, no .float()); a fused kernel (Liger,
+    Cut Cross-Entropy) never holds the logits; a plain torch.nn.CrossEntropyLoss on a model that
+    returns fp32 logits (torchtune's TransformerDecoder before chunked output) is the full
+    upcast."""
+    t = text.lower()
+    if not t:
+        return None
+    if "cut_cross_entropy" in t or "liger" in t or "fused" in t:
+        return "fused"
+    if "chunked_cross_entropy" in t or "lm_head_chunk_size" in t:
+        return "chunked-bf16"
+    if "crossentropyloss" in t or "cross_entropy" in t:
+        return "full-upcast"
+    return None
+
+
+# Library versions a framework installs at the commit a row names, where the row states none:
+# (framework, commit prefix of framework_version) -> {library: version, ...}, with the source.
+FRAMEWORK_PINS: dict[tuple[str, str], tuple[dict[str, str], str]] = {
+    ("litgpt", "commit 00af8b0d9b"): (
+        {"bitsandbytes": "0.42.0"},
+        (
+            "litgpt pyproject.toml at 00af8b0d9b pins bitsandbytes==0.42.0 (extra 'all'), and "
+            "litgpt/finetune/lora.py warns 'LitGPT only supports bitsandbytes v0.42.0' for any other"
+        ),
+    ),
+}
+
+
+# Framework settings that differ at the commit a row names from the profile's version:
+# (framework, commit prefix of framework_version) -> ({setting: value}, source).
+FRAMEWORK_AT_COMMIT: dict[tuple[str, str], tuple[dict[str, str], str]] = {
+    ("litgpt", "commit 00af8b0d9b"): (
+        {"fsdp_frozen_base": "sharded"},
+        (
+            "litgpt/finetune/lora.py at 00af8b0d9b wraps FSDPStrategy(auto_wrap_policy={Block}): "
+            "each unit is a whole Block holding its LoRA parameters, so every unit has a "
+            "trainable parameter and is resharded by its post-backward hook (the profile's "
+            "'gathered' is 0.5.10's per-Linear wrap)"
+        ),
+    ),
+}
+
+
+# Settings a framework fixes for every config at the commit a row names, taken where the row
+# leaves them unstated (listed among the row's defaults, with the source):
+# (framework, commit prefix) -> [(setting, value, applies to n_gpus > 1 only, source)].
+FRAMEWORK_DEFAULTS: dict[tuple[str, str], list[tuple[str, str, bool, str]]] = {
+    ("torchtune", "commit 0217d44c2e"): [
+        (
+            "precision",
+            "bf16",
+            False,
+            (
+                "every recipe config at 0217d44c2e sets dtype: bf16 (the model, gradients and "
+                "optimiser states in bf16, no fp32 master)"
+            ),
+        ),
+        (
+            "sharding",
+            "fsdp",
+            True,
+            (
+                "recipes/lora_finetune_distributed.py and full_finetune_distributed.py at "
+                "0217d44c2e wrap the model in FSDP(sharding_strategy=ShardingStrategy.FULL_SHARD)"
+            ),
+        ),
+    ],
+}
+
+
+def _with_framework_defaults(row: Row, defaults: list[str]) -> dict:
+    """The row's settings, with what its framework fixes at its commit where it states none."""
+    s = dict(row.settings)
+    version = str(row.data.get("framework_version", ""))
+    for (fw, prefix), entries in FRAMEWORK_DEFAULTS.items():
+        if row.framework != fw or not version.startswith(prefix):
+            continue
+        for key, value, multi_gpu, why in entries:
+            if key in s or (multi_gpu and int(row.data["n_gpus"]) < 2):
+                continue
+            s[key] = value
+            defaults.append(f"{key} = {value} ({fw}'s default: {why})")
+    return s
+
+
+def _framework_at_commit(row: Row, notes: list[str]) -> dict[str, str]:
+    for (fw, prefix), (values, why) in FRAMEWORK_AT_COMMIT.items():
+        if row.framework == fw and str(row.data.get("framework_version", "")).startswith(prefix):
+            notes.append(f"framework settings at the row's commit: {why}")
+            return dict(values)
+    return {}
+
+
+def _versions(row: Row, notes: list[str]) -> dict[str, str]:
+    """[training.versions] for a row: its library_versions, else its framework's pins."""
+    from vramtui.spec import VERSIONED_LIBRARIES
+
+    stated = row.data.get("library_versions") or {}
+    out = {k: str(v) for k, v in stated.items() if k in VERSIONED_LIBRARIES}
+    if out:
+        return out
+    for (fw, prefix), (pins, why) in FRAMEWORK_PINS.items():
+        if row.framework == fw and str(row.data.get("framework_version", "")).startswith(prefix):
+            notes.append(f"library versions from the framework's pins: {why}")
+            return dict(pins)
+    return {}
 
 
 def _sharding(s: dict, n_gpus: int, approx: list[str], defaults: list[str]) -> str:
@@ -478,10 +612,10 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
     """(spec dict or None, why not, defaults, approximations, notes) for one row."""
     from vramtui.spec_overrides import LORA_DEFAULTS
 
-    s = row.settings
     defaults: list[str] = []
     approx: list[str] = []
     notes: list[str] = []
+    s = _with_framework_defaults(row, defaults)
     method = s.get("method")
     if method is None:
         return None, "method not stated (vramtui has no default task)", [], [], []
@@ -541,8 +675,19 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
     d["placement"]["data_parallel_sharding"] = _sharding(s, n_gpus, approx, defaults)
     if SET_FRAMEWORK:
         d["training"]["framework"] = row.framework
+        versions = _versions(row, notes)
+        if versions:
+            d["training"]["versions"] = versions
+        if d["placement"]["data_parallel_sharding"] != "none":
+            d["training"].update(_framework_at_commit(row, notes))
     if s.get("cpu_offload"):
-        approx.append("CPU offload: not in the spec, sized on the GPU")
+        if SET_FRAMEWORK:
+            d["training"]["optimizer_placement"] = "cpu-offload"
+            approx.append(
+                "CPU offload: the optimiser states and step on the CPU; parameters on the GPU"
+            )
+        else:
+            approx.append("CPU offload: not in the spec, sized on the GPU")
     if task in ("lora", "qlora"):
         lora: dict = {}
         if "lora_r" in s:

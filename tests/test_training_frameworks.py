@@ -215,8 +215,11 @@ def test_chunked_loss_torchtune_and_litgpt_by_hand():
     is saved; at the last chunk its bf16 logits and fp32 upcast (2 + 4 B) live too:
     4 + 6/8 = 4.75 B per logit. The loss backward: 4 B saved + one chunk's grads
     (4 + 4 + 2)/8 = 5.25 B.
-    LitGPT utils.py chunked_cross_entropy: cross_entropy on each bf16 chunk (no .float()),
-    the logits list kept until fabric.backward returns: 2 B logits + 2 B log-softmax = 4 B."""
+    LitGPT utils.py chunked_cross_entropy: cross_entropy on each chunk (no .float()), the
+    logits list kept until fabric.backward returns; the chunks are fp32, not bf16: Fabric's
+    _FabricModule.forward runs precision.convert_output(output), which for bf16-true
+    (HalfPrecision) casts every floating output to torch.get_default_dtype(), fp32: 4 B fp32
+    logits + 4 B fp32 log-softmax = 8 B."""
     logits = 2 * 2048 * VOCAB  # 525,336,576
     tt_spec = _spec(mb=2, seq=2048, training='framework = "torchtune"')
     tt = estimate(tt_spec, _arch(L1B))
@@ -224,9 +227,9 @@ def test_chunked_loss_torchtune_and_litgpt_by_hand():
     points = {p.label: p for p in _walk(tt_spec)}
     assert points["the loss backward"].logits == logits * 21 // 4  # 5.25 B
     lit = estimate(_spec(mb=2, seq=2048, training='framework = "litgpt"'), _arch(L1B))
-    assert _item(lit, "logits.training").stage_bytes["forward"] == logits * 4
-    assert "chunked 16-bit" in _item(lit, "logits.training").name
-    # 2 x 2,048 x 128k: the issue's 6.3 GB charged (12 B) against about 2 GB (LitGPT's 4 B)
+    assert _item(lit, "logits.training").stage_bytes["forward"] == logits * 8
+    assert "cast to fp32" in _item(lit, "logits.training").name
+    # 2 x 2,048 x 128k: 6.3 GB charged by hf-trainer (12 B) against LitGPT's 4.2 GB (8 B)
     hf = {p.label: p for p in _walk(_spec(mb=2, seq=2048))}
     assert hf["the loss backward"].logits == logits * 12
 

@@ -34,9 +34,23 @@ SETTINGS: dict[str, tuple[str, ...] | type] = {
     "fsdp_frozen_base": FSDP_FROZEN_BASE,
     "no_sync": bool,
     "gqa_expand_kv": bool,
+    "unties_lm_head": bool,
+    "quantizes_lm_head": bool,
+    "softcap_attention_eager": bool,
+    "fp32_model_output": bool,
 }
-# The settings a spec can override in [training] (loss_chunks comes with loss_impl's profile).
-SPEC_OVERRIDES = tuple(k for k in SETTINGS if k != "loss_chunks")
+# Settings that come with the framework's model code, not overridable in [training]
+# (loss_chunks comes with loss_impl's profile; unties_lm_head and quantizes_lm_head with the
+# framework's own model and quantisation code).
+PROFILE_ONLY = (
+    "loss_chunks",
+    "unties_lm_head",
+    "quantizes_lm_head",
+    "softcap_attention_eager",
+    "fp32_model_output",
+)
+# The settings a spec can override in [training].
+SPEC_OVERRIDES = tuple(k for k in SETTINGS if k not in PROFILE_ONLY)
 MODEL_CODE = ("transformers", "own")
 MAX_LOSS_CHUNKS = 4096
 

@@ -22,7 +22,11 @@ from vramtui.ledger.llama_cpp import (
 )
 from vramtui.ledger.overheads import overhead_items, reserve_item
 from vramtui.ledger.training import training_state_items
-from vramtui.ledger.training_mechanisms import fsdp_frozen_items
+from vramtui.ledger.training_mechanisms import (
+    dequantised_head_items,
+    fsdp_frozen_items,
+    untied_head_items,
+)
 from vramtui.ledger.weights import weight_items
 
 __all__ = [
@@ -61,9 +65,11 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
         )
     else:
         if ctx.is_training:
+            items += untied_head_items(ctx)
             items += training_state_items(ctx)
             items += training_items(ctx)
             items += fsdp_frozen_items(ctx, items)
+            items += dequantised_head_items(ctx)
         elif llama_cpp:
             items += kv_cache_items(ctx)
             items.append(compute_buffer_item(ctx))

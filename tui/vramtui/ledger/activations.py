@@ -346,7 +346,13 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     kvd = arch.num_kv_heads * arch.head_dim
     width, width_why = _mlp_width(arch)
     lora = is_lora(ctx)
-    norms = 2 * tokens * norm_saved_per_token(ctx)
+    # Gemma 2/3 norm the attention and MLP outputs too (post_attention_layernorm /
+    # post_feedforward_layernorm in transformers, post_attention_norm / post_mlp_norm in
+    # LitGPT): four norms a layer, each saving its fp32 input.
+    from vramtui.models.structure import _FOUR_NORM_FAMILIES
+
+    n_norms = 4 if arch.model_type in _FOUR_NORM_FAMILIES else 2
+    norms = n_norms * tokens * norm_saved_per_token(ctx)
     # rotated q and k, and v: q * cos and rotate_half(q) * sin save only cos and sin (no grad).
     # Eager attention's matmuls save K and V repeated to every query head (repeat_kv copies)
     # instead of the grouped ones.
@@ -370,9 +376,10 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     total = norms + qkv + attn_out + mlp
     parts = [
         (
-            f"norms 2 x (fp32 input 4 B + rsqrt) x hidden {h} (frozen norm weights)"
+            f"norms {n_norms} x (fp32 input 4 B + rsqrt) x hidden {h} (frozen norm weights)"
             if lora
-            else f"norms 2 x (fp32 input 4 B + rsqrt + normalised {b} B + scaled {b} B) x hidden {h}"
+            else f"norms {n_norms} x (fp32 input 4 B + rsqrt + normalised {b} B + scaled {b} B) x "
+            f"hidden {h}"
         ),
         f"rotated q and k, and v ({q + 2 * kv_saved} values/token"
         + (
@@ -386,7 +393,19 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
         f"MLP {mlp_say} over {width_why}",
     ]
     kernel = ctx.spec.runtime.attention
-    if kernel == "eager":
+    from vramtui.ledger.training_mechanisms import softcap_eager
+
+    if softcap_eager(ctx):
+        # the framework's own soft-capped attention: tanh output (b), fp32 softmax (4), its
+        # 16-bit cast (b) per score
+        scores = seqs * arch.num_attention_heads * s * s * (4 + 2 * b)
+        total += scores
+        parts.append(
+            f"soft-capped eager scores ({ctx.framework.framework} cannot use SDPA with "
+            f"attention logit soft-capping) {seqs} x {arch.num_attention_heads} x {s:,}^2 x "
+            f"(tanh {b} B + fp32 softmax 4 B + its {b}-byte cast)"
+        )
+    elif kernel == "eager":
         scores = seqs * arch.num_attention_heads * s * s * (4 + b)
         total += scores
         parts.append(

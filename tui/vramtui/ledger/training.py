@@ -17,6 +17,7 @@ from vramtui.ledger.training_mechanisms import (
     largest_gradient,
     no_sync_unsharded,
     paged_states_item,
+    untied_head_shape,
 )
 
 # Stages at which model states exist once training runs (states appear at the first step and
@@ -66,6 +67,16 @@ def trainable(ctx: LedgerContext) -> Trainable | None:
         )
         n = ctx.arch.param_count
         in_mats = sum(r * c * k for r, c, k in mats)
+        head = untied_head_shape(ctx)
+        if head is not None:  # the framework's own untied LM head trains too
+            mats += ((head[0], head[1], 1),)
+            n += head[0] * head[1]
+            return Trainable(
+                n,
+                mats,
+                n - in_mats - head[0] * head[1],
+                f"all {n:,} parameters, the untied LM head copy's {head[0] * head[1]:,} included",
+            )
         return Trainable(n, mats, n - in_mats, f"all {n:,} parameters")
     if ctx.arch is None:
         return None

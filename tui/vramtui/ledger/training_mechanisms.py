@@ -98,6 +98,18 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
                 f"one chunk's logits' gradient, {b}/{n} B"
             ),
         )
+    if impl == "chunked-bf16" and fw.fp32_model_output and b != 4:
+        return (
+            Fraction(8),
+            Fraction(8),
+            Fraction(4),
+            (
+                f"LM head in chunks ({b}-byte logits), which {fw.framework}'s precision plugin "
+                f"casts to fp32 on output ({fw.origin('fp32_model_output')}): cross-entropy on "
+                "the fp32 chunks, the fp32 logits (4 B) and their saved fp32 log-softmax (4 B) per "
+                "logit held until the backward reaches them; the chunks' gradients are small"
+            ),
+        )
     if impl == "chunked-bf16":
         return (
             Fraction(2 * b),
@@ -122,7 +134,10 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
 
 
 def loss_label(ctx: LedgerContext) -> str:
-    impl = settings(ctx).loss_impl
+    fw = settings(ctx)
+    impl = fw.loss_impl
+    if impl == "chunked-bf16" and fw.fp32_model_output and ctx.act_bytes != 4:
+        return "chunked LM head, its output cast to fp32, fp32 cross-entropy"
     return {
         "full-upcast": "fp32 upcast, log-softmax, gradient",
         "chunked-fp32": f"chunked fp32 cross-entropy, {settings(ctx).loss_chunks} chunks",
@@ -132,6 +147,18 @@ def loss_label(ctx: LedgerContext) -> str:
 
 
 # --------------------------------------------------------------------------- attention
+
+
+def softcap_eager(ctx: LedgerContext) -> bool:
+    """Does the framework's own attention compute the scores eagerly because the model
+    soft-caps its attention logits (LitGPT with Gemma 2)?"""
+    fw = settings(ctx)
+    return (
+        fw is not None
+        and bool(fw.softcap_attention_eager)
+        and ctx.arch is not None
+        and bool(ctx.arch.config.get("attn_logit_softcapping"))
+    )
 
 
 def expands_kv(ctx: LedgerContext) -> bool:
@@ -162,14 +189,26 @@ def old_bnb_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
     b = ctx.act_bytes
     h = arch.hidden_size
     width, _ = _mlp_width(arch)
-    per_token = 2 * h + width
+    # The framework's own attention hands the output projection a fresh copy: LitGPT's
+    # litgpt/model.py CausalSelfAttention.forward `y = y.reshape(B, T, head_size * n_head)` of
+    # the transposed attention output, torchtune's `output.transpose(1, 2).contiguous()`;
+    # MatMul4Bit keeps that copy too. A transformers model's attention output is already saved.
+    own = ctx.framework is not None and ctx.framework.profile.model_code == "own"
+    attn_out = arch.num_attention_heads * arch.head_dim if own else 0
+    per_token = 2 * h + width + attn_out
     total = tokens * per_token * b
+    out_say = (
+        f" and the output projection's input, the attention output reshaped into a new tensor by "
+        f"{ctx.framework.framework}'s own attention ({attn_out})"
+        if own
+        else ""
+    )
     return total, (
         f"bitsandbytes {ctx.spec.training and dict(ctx.spec.training.versions)['bitsandbytes']} "
         f"< {BNB_4BIT_INPUT_FIX}: MatMul4Bit saves the input of every 4-bit linear "
         f"({BNB_4BIT_INPUT_FIX_REF}): the normed attention and MLP inputs (2 x hidden {h}) and "
-        f"down_proj's input ({width}) x {b} B over {tokens:,} tokens = {total:,} B (o_proj's "
-        "input is the attention output, already saved)"
+        f"down_proj's input ({width}){out_say} x {b} B over {tokens:,} tokens = {total:,} B"
+        + ("" if own else " (o_proj's input is the attention output, already saved)")
     )
 
 
@@ -308,3 +347,119 @@ def frozen_layer_gather(ctx: LedgerContext) -> tuple[int, str] | None:
         f"frozen weights as stored, {stored:,} B, no gradient + its adapters {adapters:,} B "
         f"and their gradients x 2) = {gather:,} B"
     )
+
+
+# --------------------------------------------------------------------------- LM head
+
+
+def quantises_head(ctx: LedgerContext) -> bool:
+    """Is the LM head held in 4 bits (a framework that quantises every nn.Linear, LitGPT
+    through Fabric's BitsandbytesPrecision) rather than left in the compute dtype (the
+    Hugging Face bitsandbytes integration skips it)?"""
+    fw = settings(ctx) if ctx.is_training else None
+    from vramtui.ledger.formats import BNB4_FORMATS
+
+    return (
+        fw is not None
+        and bool(fw.quantizes_lm_head)
+        and ctx.spec.weights.format in BNB4_FORMATS
+        and not ctx.spec.weights.group_overrides.get("lm_head")
+    )
+
+
+def dequantised_head_items(ctx: LedgerContext) -> list[LedgerItem]:
+    """bitsandbytes' MatMul4Bit dequantises the whole 4-bit weight for each call, forward and
+    backward (F.dequantize_4bit(B, quant_state).to(A.dtype)); for a 4-bit LM head that is a
+    vocabulary x hidden matrix in the compute dtype, alive while each chunk of the head runs,
+    beside every chunk's logits at the end of the forward and at the loss backward."""
+    if not quantises_head(ctx) or ctx.arch is None:
+        return []
+    vocab, hidden = ctx.arch.vocab_size, ctx.arch.hidden_size
+    b = ctx.act_bytes
+    # Fabric's _Linear4bit.quantize quantises `weight.to(dtype=torch.half)`, so the quant
+    # state's dtype is fp16: dequantize_4bit returns fp16 and `.to(A.dtype)` copies it to the
+    # compute dtype while the fp16 one is still alive (a no-op copy for fp16 compute).
+    per_value = 2 + (b if b != 2 or ctx.compute_dtype != "fp16" else 0)
+    total = vocab * hidden * per_value
+    from vramtui.ledger.weights import _group_distribution
+
+    fw = settings(ctx)
+    return [
+        LedgerItem(
+            key="transient.dequantised_head",
+            name="4-bit LM head dequantised",
+            category="transient",
+            status=ESTIMATED,
+            basis=(
+                f"{fw.framework}: the LM head is 4-bit ({fw.origin('quantizes_lm_head')}); "
+                "bitsandbytes MatMul4Bit.forward and .backward dequantise the whole weight for "
+                "each chunk's matmul, F.dequantize_4bit(B, quant_state).to(A.dtype): fp16 (the "
+                "quant state's dtype: lightning/fabric/plugins/precision/bitsandbytes.py "
+                "_Linear4bit.quantize quantises weight.to(dtype=torch.half)) and its "
+                f"{ctx.compute_dtype} copy at once: vocabulary {vocab:,} x hidden {hidden:,} x "
+                f"{per_value} B = {total:,} B, beside the logits at the end of the forward and in "
+                "the loss backward"
+            ),
+            stages=("forward", "backward"),
+            stage_bytes={"forward": total, "backward": total},
+            distribution=_group_distribution(ctx, "lm_head", None),
+        )
+    ]
+
+
+def unties_head(ctx: LedgerContext) -> bool:
+    """Does the framework's own model code hold a separate LM head where the Hugging Face
+    model ties it to the embedding (LitGPT)?"""
+    fw = settings(ctx)
+    return (
+        fw is not None
+        and bool(fw.unties_lm_head)
+        and ctx.arch is not None
+        and bool(ctx.arch.tie_word_embeddings)
+    )
+
+
+def untied_head_shape(ctx: LedgerContext) -> tuple[int, int] | None:
+    """(out, in) of the untied LM head copy, or None when the framework keeps it tied."""
+    if not unties_head(ctx):
+        return None
+    return ctx.arch.vocab_size, ctx.arch.hidden_size
+
+
+def untied_head_items(ctx: LedgerContext) -> list[LedgerItem]:
+    """The LM head copy a framework's own model holds beside the embedding of a tied model.
+
+    LitGPT's GPT has its own nn.Linear lm_head and its checkpoint converter copies the
+    embedding into it: one more vocabulary x hidden matrix, in the model's dtype, or in 4 bits
+    where the framework quantises the head (quantises_head)."""
+    shape = untied_head_shape(ctx)
+    if shape is None:
+        return []
+    from vramtui.ledger.formats import BNB4_FORMATS, linear_bytes
+    from vramtui.ledger.weights import _group_distribution
+
+    vocab, hidden = shape
+    fmt = ctx.spec.weights.format
+    if fmt in BNB4_FORMATS and quantises_head(ctx):
+        fb = linear_bytes(fmt, hidden, vocab, False, ctx.quant)
+        total, how = fb.total_bytes, f"{fmt} with its quantisation metadata"
+    else:
+        total, how = vocab * hidden * ctx.act_bytes, f"{ctx.act_bytes} B per value"
+    fw = settings(ctx)
+    stages = tuple(s for s in ctx.stages)
+    return [
+        LedgerItem(
+            key="weights.lm_head_untied",
+            name="LM head, untied copy",
+            category="weights",
+            status=ESTIMATED,
+            basis=(
+                f"{fw.framework}: the Hugging Face model ties its LM head to the embedding, the "
+                f"framework's own model holds it apart ({fw.origin('unties_lm_head')}): vocabulary "
+                f"{vocab:,} x hidden {hidden:,} = {vocab * hidden:,} values, {how} = {total:,} B"
+            ),
+            stages=stages,
+            stage_bytes={s: total for s in stages},
+            distribution=_group_distribution(ctx, "lm_head", None),
+        )
+    ]

@@ -47,6 +47,10 @@ def module_format(ctx: LedgerContext, module: ModuleShape) -> tuple[str, str]:
     if module.kind != "linear":
         return compute, f"{fmt} converts linear layers only; stays {compute}"
     if module.group in ("lm_head", "router") and not explicit:
+        from vramtui.ledger.training_mechanisms import quantises_head
+
+        if module.group == "lm_head" and quantises_head(ctx):
+            return fmt, f"{ctx.framework.framework} quantises every nn.Linear, the head too"
         return compute, f"{module.group} is left in {compute} by {fmt} loaders"
     if fmt in BNB4_FORMATS + ("int8",) and not module.is_nn_linear:
         return compute, f"not an nn.Linear (fused tensor): bitsandbytes leaves it in {compute}"

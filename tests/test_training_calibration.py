@@ -1,0 +1,288 @@
+"""Mechanisms found by calibrating against published training peaks (tests/training_corpus/,
+development half), each worked by hand from the framework's code (file and commit in each
+test's docstring), and the corpus bench's reading of the settings a row states."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from vramtui.ledger import estimate
+from vramtui.ledger.activations import training_layer_bytes
+from vramtui.training_profiles import SPEC_OVERRIDES, load_profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import training_corpus_rows as tc
+from test_training_frameworks import L1B, L8B, _arch, _ctx, _item, _spec
+
+LITGPT = 'framework = "litgpt"'
+GEMMA2_2B = "google/gemma-2-2b-it"  # hidden 2304, 26 layers, 8 heads, soft-capped attention
+
+
+# --------------------------------------------------------------------------- LM head
+
+
+def test_litgpt_unties_the_head_of_a_tied_model_by_hand():
+    """litgpt/model.py GPT.__init__: `self.lm_head = nn.Linear(n_embd, padded_vocab_size)`,
+    its own parameter; litgpt/scripts/convert_hf_checkpoint.py copy_weights_hf_llama (commit
+    00af8b0d9b): `state_dict["lm_head.weight"] = state_dict["transformer.wte.weight"]` when the
+    checkpoint ties it. Llama-3.2-1B ties: one more 128,256 x 2,048 matrix in bf16 =
+    525,336,576 B; PEFT keeps the tie, no copy."""
+    arch = _arch(L1B)
+    lit = estimate(_spec(training=LITGPT), arch)
+    assert _item(lit, "weights.lm_head_untied").stage_bytes["forward"] == 525_336_576
+    hf = estimate(_spec(), arch)
+    assert not [i for i in hf.items if i.key == "weights.lm_head_untied"]
+    # an untied model (Llama-3.1-8B has its own lm_head) gets no copy under LitGPT either
+    lit8 = estimate(_spec(model=L8B, training=LITGPT), _arch(L8B))
+    assert not [i for i in lit8.items if i.key == "weights.lm_head_untied"]
+
+
+def test_litgpt_full_finetune_trains_the_untied_head_too_by_hand():
+    """The untied head is a trainable parameter in litgpt/finetune/full.py (every parameter of
+    GPT goes to the optimiser): Llama-3.2-1B's 1,235,814,400 parameters + 262,668,288 =
+    1,498,482,688, bf16 gradients x 2 B = 2,996,965,376 B; AdamW fp32 states x 8 B =
+    11,987,861,504 B (hf-trainer: 1,235,814,400 x 2 and x 8)."""
+    arch = _arch(L1B)
+    lit = estimate(_spec(kind="full_finetune", training=LITGPT), arch)
+    hf = estimate(_spec(kind="full_finetune"), arch)
+    assert _item(lit, "gradients").stage_bytes["optimizer_step"] == 2_996_965_376
+    assert _item(hf, "gradients").stage_bytes["optimizer_step"] == 2_471_628_800
+    assert _item(lit, "optimizer").stage_bytes["optimizer_step"] == 11_987_861_504
+
+
+def test_litgpt_qlora_head_is_4bit_and_dequantised_whole_by_hand():
+    """litgpt/finetune/lora.py (commit 00af8b0d9b) builds the model inside fabric.init_module
+    with BitsandbytesPrecision, whose context replaces every torch.nn.Linear by the 4-bit class,
+    the head included (transformers' bitsandbytes integration skips lm_head). Llama-3.1-8B head
+    128,256 x 4,096 = 525,336,576 values: NF4 data 262,668,288 B, double-quant metadata
+    8,208,384 absmax bytes + 4 x ceil(8,208,384 / 256) = 128,256 = 8,336,640 B more metadata.
+    bitsandbytes 0.42.0 autograd/_functions.py MatMul4Bit.forward L516
+    `F.dequantize_4bit(B, quant_state).to(A.dtype)`: the head whole in fp16 (Fabric's
+    _Linear4bit.quantize quantises `weight.to(dtype=torch.half)`, so the quant state is fp16)
+    and its bf16 copy for each chunk: 525,336,576 x (2 + 2) = 2,101,346,304 B at the forward's
+    end and in the loss backward."""
+    arch = _arch(L8B)
+    lit = estimate(_spec(model=L8B, kind="qlora", fmt="nf4", training=LITGPT), arch)
+    hf = estimate(_spec(model=L8B, kind="qlora", fmt="nf4"), arch)
+    assert _item(lit, "weights.lm_head.nf4").stage_bytes["forward"] == 262_668_288
+    assert _item(hf, "weights.lm_head.bf16").stage_bytes["forward"] == 1_050_673_152
+    meta = "weights.quant_metadata"
+    assert (
+        _item(lit, meta).stage_bytes["forward"] - _item(hf, meta).stage_bytes["forward"]
+        == 8_336_640
+    )
+    deq = _item(lit, "transient.dequantised_head")
+    assert deq.stage_bytes == {"forward": 2_101_346_304, "backward": 2_101_346_304}
+    assert not [i for i in hf.items if i.key == "transient.dequantised_head"]
+    # LoRA on bf16 weights: nothing to dequantise
+    lora = estimate(_spec(model=L8B, training=LITGPT), arch)
+    assert not [i for i in lora.items if i.key == "transient.dequantised_head"]
+
+
+def test_untied_copy_is_4bit_under_litgpt_qlora_by_hand():
+    """Llama-3.2-1B under LitGPT QLoRA: the untied copy is an nn.Linear built in the same
+    init_module, so 4-bit: 128,256 x 2,048 / 2 = 131,334,144 B data + double-quant metadata
+    (4,104,192 blocks + 4 x 16,032 = 4,168,320 B) = 135,502,464 B."""
+    lit = estimate(_spec(kind="qlora", fmt="nf4", training=LITGPT), _arch(L1B))
+    assert _item(lit, "weights.lm_head_untied").stage_bytes["forward"] == 135_502_464
+
+
+# --------------------------------------------------------------------------- bitsandbytes
+
+
+def test_old_bitsandbytes_keeps_litgpts_reshaped_attention_output_by_hand():
+    """litgpt/model.py CausalSelfAttention.forward (commit 00af8b0d9b): `y = y.reshape(B, T,
+    head_size * n_head)` of scaled_dot_product_attention's `y.transpose(1, 2)` makes a new
+    tensor, the 4-bit proj's input, which bitsandbytes 0.42.0 MatMul4Bit keeps
+    (`ctx.tensors = (A, B)`). Llama-3.2-1B, 8 x 512 = 4,096 tokens, per layer: the normed
+    attention and MLP inputs (2 x 2,048), down's input (8,192) and proj's input (32 heads x 64
+    = 2,048), bf16: (4,096 + 8,192 + 2,048) x 2 x 4,096 = 117,440,512 B (the transformers
+    model: 100,663,296 B, its o_proj input already saved)."""
+    kw = {"kind": "qlora", "fmt": "nf4"}
+    old_v = '\n[training.versions]\nbitsandbytes = "0.42.0"'
+    new, _ = training_layer_bytes(_ctx(_spec(training=LITGPT, **kw)), 8, 512)
+    old, why = training_layer_bytes(_ctx(_spec(training=LITGPT + old_v, **kw)), 8, 512)
+    assert old - new == 117_440_512
+    assert "reshaped into a new tensor by litgpt" in why
+    hf_new, _ = training_layer_bytes(_ctx(_spec(**kw)), 8, 512)
+    hf_old, _ = training_layer_bytes(_ctx(_spec(training=old_v.strip(), **kw)), 8, 512)
+    assert hf_old - hf_new == 100_663_296
+
+
+# --------------------------------------------------------------------------- loss
+
+
+def test_fabric_casts_litgpts_logit_chunks_to_fp32_by_hand():
+    """lightning/fabric/wrappers.py _FabricModule.forward: `output =
+    precision.convert_output(output)`; HalfPrecision.convert_output casts every floating tensor
+    to torch.get_default_dtype() (fp32). LitGPT's bf16 chunks become fp32 and
+    chunked_cross_entropy keeps an fp32 log-softmax: Llama-3.2-1B, 1 x 512 tokens x 128,256 =
+    65,667,072 logits x (4 + 4) = 525,336,576 B at the loss, forward and loss backward; an
+    explicit loss_impl = "fused" still holds none."""
+    arch = _arch(L1B)
+    lit = estimate(_spec(mb=1, training=LITGPT), arch)
+    item = _item(lit, "logits.training")
+    assert item.stage_bytes["forward"] == 525_336_576
+    assert item.stage_bytes["backward"] == 525_336_576
+    fused = estimate(_spec(mb=1, training=LITGPT + '\nloss_impl = "fused"'), arch)
+    assert _item(fused, "logits.training").stage_bytes["forward"] == 0
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def _gemma2_ctx(training: str, softcap: bool = True):
+    spec = _spec(model=GEMMA2_2B, training=training)
+    ctx = _ctx(spec, model=GEMMA2_2B)
+    if not softcap:
+        config = {k: v for k, v in ctx.arch.config.items() if k != "attn_logit_softcapping"}
+        ctx = replace(ctx, arch=replace(ctx.arch, config=config))
+    return ctx
+
+
+def test_litgpt_softcapped_attention_keeps_eager_scores_by_hand():
+    """litgpt/model.py scaled_dot_product_attention (commit 00af8b0d9b): 'with softcapping we
+    cannot use SDPA': tanh(scores / cap) * cap keeps tanh's bf16 output, softmax(dtype=float)
+    its fp32 output, `.to(q.dtype)` the bf16 probabilities `scores @ v` keeps: 2 + 4 + 2 = 8 B
+    per score. Gemma-2-2B, 2 sequences of 512, 8 heads: 2 x 8 x 512^2 x 8 = 33,554,432 B per
+    layer, in place of SDPA's log-sum-exp 2 x 8 x 512 x 4 = 32,768 B."""
+    with_cap, why = training_layer_bytes(_gemma2_ctx(LITGPT), 2, 512)
+    without, _ = training_layer_bytes(_gemma2_ctx(LITGPT, softcap=False), 2, 512)
+    assert with_cap - without == 33_554_432 - 32_768
+    assert "soft-capped eager scores" in why
+    # hf-trainer: the spec's runtime.attention (sdpa here) decides, soft-capping or not
+    hf_cap, _ = training_layer_bytes(_gemma2_ctx(""), 2, 512)
+    hf_without, _ = training_layer_bytes(_gemma2_ctx("", softcap=False), 2, 512)
+    assert hf_cap == hf_without
+
+
+def test_gemma2_four_norms_each_keep_their_fp32_input_by_hand():
+    """Gemma 2 norms the attention and MLP outputs as well (transformers Gemma2DecoderLayer
+    post_attention_layernorm / post_feedforward_layernorm; LitGPT Block post_attention_norm /
+    post_mlp_norm), each RMSNorm keeping its fp32 input and rsqrt: LoRA (frozen norm weights)
+    4 x 2,304 + 4 = 9,220 B per token, twice more than two norms: 2 x 1,024 tokens x 9,220 =
+    18,882,560 B per layer."""
+    ctx = _gemma2_ctx("")
+    four, why = training_layer_bytes(ctx, 2, 512)
+    two, _ = training_layer_bytes(replace(ctx, arch=replace(ctx.arch, model_type="llama")), 2, 512)
+    assert four - two == 18_882_560
+    assert "norms 4 x" in why
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def test_model_code_settings_are_not_spec_overrides():
+    """unties_lm_head, quantizes_lm_head, softcap_attention_eager and fp32_model_output come
+    with the framework's own code: LitGPT sets all four, hf-trainer none, and no spec field
+    overrides them."""
+    lit, hf = load_profile("litgpt"), load_profile("hf-trainer")
+    for key in (
+        "unties_lm_head",
+        "quantizes_lm_head",
+        "softcap_attention_eager",
+        "fp32_model_output",
+    ):
+        assert lit.defaults[key] is True and hf.defaults[key] is False
+        assert key not in SPEC_OVERRIDES
+        assert "litgpt/" in lit.sources[key]
+
+
+# --------------------------------------------------------------------------- the bench
+
+
+def _row(settings: dict, framework: str = "litgpt", version: str = "commit 00af8b0d9b (x)"):
+    data = {
+        "framework": framework,
+        "framework_version": version,
+        "n_gpus": 1,
+        "notes": "",
+        "settings": {"model": L1B, "method": "qlora", "quantize": "bnb.nf4", **settings},
+    }
+    return tc.Row("synthetic.toml", data, "development")
+
+
+def test_bench_maps_paged_optimiser_loss_and_pinned_bitsandbytes():
+    """A LitGPT config-hub row: bnb.optim.PagedAdamW -> optimizer_placement = "paged"; the
+    stated chunked loss -> chunked-bf16; bitsandbytes from LitGPT's pin at the row's commit
+    (pyproject.toml bitsandbytes==0.42.0)."""
+    row = _row(
+        {
+            "optimizer": "bnb.optim.PagedAdamW",
+            "loss": "chunked (lm_head_chunk_size=128 + chunked_cross_entropy)",
+        }
+    )
+    d, _, _, approx, notes = tc.build_spec_dict(row, _arch(L1B))
+    t = d["training"]
+    assert t["optimizer_placement"] == "paged"
+    assert t["loss_impl"] == "chunked-bf16"
+    assert t["versions"] == {"bitsandbytes": "0.42.0"}
+    assert not any("paged" in a for a in approx)
+    assert any("pins bitsandbytes==0.42.0" in n for n in notes)
+
+
+def test_bench_stated_versions_win_and_other_losses_map():
+    row = _row({"loss": "cut_cross_entropy (CutCrossEntropyPlugin)"})
+    row.data["library_versions"] = {"bitsandbytes": "0.45.0", "torch": "2.5.0"}
+    d, *_ = tc.build_spec_dict(row, _arch(L1B))
+    assert d["training"]["versions"] == {"bitsandbytes": "0.45.0"}  # torch is not versioned
+    assert d["training"]["loss_impl"] == "fused"
+    plain = _row({"loss": "torch.nn.CrossEntropyLoss"}, framework="torchtune", version="0.1")
+    d, *_ = tc.build_spec_dict(plain, _arch(L1B))
+    assert d["training"]["loss_impl"] == "full-upcast"
+    assert "versions" not in d["training"]  # no row versions, no pin known
+    assert tc._loss_impl("") is None
+
+
+def test_bench_in_backward_and_cpu_offload_use_the_spec_fields():
+    row = _row({"optimizer_in_bwd": True}, framework="torchtune", version="0.1")
+    row.data["settings"].update(method="lora", quantize="")
+    d, *_ = tc.build_spec_dict(row, _arch(L1B))
+    assert d["training"]["optimizer_placement"] == "in-backward"
+    off = _row({"cpu_offload": True}, framework="deepspeed", version="0.14")
+    off.data["settings"].update(method="lora", quantize="")
+    d, *_ = tc.build_spec_dict(off, _arch(L1B))
+    assert d["training"]["optimizer_placement"] == "cpu-offload"
+
+
+def test_bench_sets_the_fsdp_wrap_of_the_rows_commit():
+    """litgpt/finetune/lora.py at 00af8b0d9b: FSDPStrategy(auto_wrap_policy={Block}): every
+    unit holds trainable LoRA parameters, so a frozen base is resharded ("sharded"), unlike
+    the profile's 0.5.10 per-Linear wrap ("gathered"); other commits keep the profile's."""
+    row = _row({"sharding": "fsdp"})
+    row.data["n_gpus"] = 4
+    row.data["settings"].update(method="lora", quantize="")
+    d, _, _, _, notes = tc.build_spec_dict(row, _arch(L1B))
+    assert d["training"]["fsdp_frozen_base"] == "sharded"
+    assert any("auto_wrap_policy={Block}" in n for n in notes)
+    other = _row({"sharding": "fsdp"}, version="0.5.10")
+    other.data["n_gpus"] = 4
+    other.data["settings"].update(method="lora", quantize="")
+    d, *_ = tc.build_spec_dict(other, _arch(L1B))
+    assert "fsdp_frozen_base" not in d["training"]
+    assert load_profile("litgpt").defaults["fsdp_frozen_base"] == "gathered"
+
+
+def test_bench_fills_what_torchtune_fixes_at_the_rows_commit():
+    """torchtune at 0217d44c2e: every recipe config sets `dtype: bf16` (pure bf16, no fp32
+    master) and the distributed recipes wrap the model in FSDP FULL_SHARD; a row that leaves
+    precision or sharding unstated takes those, listed among its defaults. A stated value
+    wins, and one GPU is not sharded."""
+    row = _row({}, framework="torchtune", version="commit 0217d44c2e")
+    row.data["n_gpus"] = 2
+    row.data["settings"].update(method="lora", quantize="")
+    d, _, defaults, _, _ = tc.build_spec_dict(row, _arch(L1B))
+    assert d["training"]["master_weights_fp32"] is False
+    assert d["training"]["optimizer_state_dtype"] == "bf16"
+    assert d["placement"]["data_parallel_sharding"] == "fsdp"
+    assert any(x.startswith("precision = bf16 (torchtune's default") for x in defaults)
+    one = _row({"precision": "fp32"}, framework="torchtune", version="commit 0217d44c2e")
+    one.data["settings"].update(method="lora", quantize="")
+    d, _, defaults, _, _ = tc.build_spec_dict(one, _arch(L1B))
+    assert d["placement"]["data_parallel_sharding"] == "none"
+    assert d["weights"]["format"] == "fp32"
+    assert not any("torchtune's default" in x for x in defaults)
