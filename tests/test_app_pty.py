@@ -127,11 +127,15 @@ def seed_copy(tmp_path: Path) -> Path:
 def start_and_edit(tmp_path: Path, spec: Path) -> PtyApp:
     """Start the app, wait for the ledger, type a new name into the Name field."""
     app = PtyApp([str(spec)], child_env(tmp_path), cwd=tmp_path)
-    app.wait_for("Manual reserve (6 GiB)")  # the ledger has drawn: the first full frame
-    app.read_for(1.0)  # keys sent at the very first frame can land before the focus settles
-    # Focus starts in the form's first input (Name) with its text selected: typing replaces it.
-    app.type("pty edit")
-    app.wait_for("(modified)")  # the title says the session holds an unsaved edit
+    try:
+        app.wait_for("Manual reserve (6 GiB)")  # the ledger has drawn: the first full frame
+        app.read_for(1.0)  # keys sent at the very first frame can land before the focus settles
+        # Focus starts in the form's first input (Name), its text selected: typing replaces it.
+        app.type("pty edit")
+        app.wait_for("(modified)")  # the title says the session holds an unsaved edit
+    except BaseException:
+        app.close()  # not yet the caller's to close: never leave a running instance behind
+        raise
     return app
 
 
@@ -210,10 +214,14 @@ def wait_for_file(pattern_dir: Path, count: int, seconds: float = 20) -> list[Pa
 
 def start_and_type(args: list[str], tmp_path: Path, text: str) -> PtyApp:
     app = PtyApp(args, child_env(tmp_path), cwd=tmp_path)
-    app.wait_for("Manual reserve (6 GiB)")
-    app.read_for(1.0)
-    app.type(text)
-    app.wait_for("(modified)")
+    try:
+        app.wait_for("Manual reserve (6 GiB)")
+        app.read_for(1.0)
+        app.type(text)
+        app.wait_for("(modified)")
+    except BaseException:
+        app.close()  # not yet the caller's to close: never leave a running instance behind
+        raise
     return app
 
 
