@@ -90,10 +90,11 @@ def changes_renderable(report, unit: str = "gib"):
     return None
 
 
-def fit_foot(report) -> Text:
+def fit_foot(report, timing: bool = True) -> Text:
+    took = f" in {report.seconds * 1000:.0f} ms" if timing else ""
     return Text(
-        f"{report.estimates} ledger estimates in {report.seconds * 1000:.0f} ms; every "
-        "figure is estimated (per GPU, the most loaded one)",
+        f"{report.estimates} ledger estimates{took}; every figure is estimated (per GPU, the "
+        "most loaded one)",
         style="dim",
     )
 

@@ -210,9 +210,7 @@ class FitPane(Vertical):
         self._drawn = (self._shown_key, unit)
         table = self.query_one("#fit-table", DataTable)
         if isinstance(report, str):
-            self.query_one("#fit-status", Static).update(
-                Text(f"fit: {report}", style="bold red")
-            )
+            self.query_one("#fit-status", Static).update(Text(f"fit: {report}", style="bold red"))
             return
         v = report.verdict
         status = Text()
@@ -222,8 +220,7 @@ class FitPane(Vertical):
             style=f"bold {STATUS_STYLE.get(v.status, '')}",
         )
         status.append(
-            f" · each variable alone, the others held · estimated, per GPU, in "
-            f"{unit_label(unit)}"
+            f" · each variable alone, the others held · estimated, per GPU, in {unit_label(unit)}"
         )
         self.query_one("#fit-status", Static).update(status)
         for r in report.results:
@@ -245,4 +242,4 @@ class FitPane(Vertical):
         why = fit_why_lines(report, unit)
         if why:
             self.query_one("#fit-why", Static).update("\n".join(why))
-        self.query_one("#fit-foot", Static).update(fit_foot(report))
+        self.query_one("#fit-foot", Static).update(fit_foot(report, timing=False))
