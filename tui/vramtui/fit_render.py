@@ -35,8 +35,8 @@ def result_cells(r, unit: str) -> tuple[str, str, str, str, str]:
     return best, _stage(r.binding_stage), nxt, overflow, words
 
 
-def fit_renderable(report, unit: str = "gib", trace=None) -> Group:
-    parts = []
+def fit_head(report, unit: str = "gib") -> Text:
+    """The card, its source, the margin and the spec as it is."""
     v = report.verdict
     head = Text()
     head.append("Fit on ", style="bold")
@@ -47,7 +47,60 @@ def fit_renderable(report, unit: str = "gib", trace=None) -> Group:
     head.append("\nas it is: ")
     head.append(VERDICT_WORDS[v.status], style=f"bold {STATUS_STYLE[v.status]}")
     head.append(f" ({in_unit(v.reason, unit)})")
-    parts.append(head)
+    return head
+
+
+def fit_why_lines(report, unit: str = "gib") -> list[str]:
+    """Why each answer is what it is, each variable's note, the choices left out, the notes."""
+    why = []
+    for r in report.results:
+        if r.reason:
+            why.append(f"- {r.knob.label}: {in_unit(r.reason, unit)}")
+        if r.knob.note:
+            why.append(f"- {r.knob.label}: {r.knob.note}")
+        for s in r.skipped:
+            why.append(f"- {r.knob.label}: left out {s}")
+    return why + [f"- {n}" for n in report.notes]
+
+
+def changes_renderable(report, unit: str = "gib"):
+    """The single changes that make the spec fit (a table), the line saying there is none,
+    or None when the spec fits as it is."""
+    if report.changes:
+        c = Table(
+            title="single changes that make it fit (capacity, cache, micro-batch, precision: "
+            "one at a time)",
+            title_justify="left",
+        )
+        c.add_column("#", justify="right")
+        c.add_column("change", overflow="fold")
+        c.add_column("peak after", justify="right")
+        c.add_column("what it costs", overflow="fold")
+        for i, ch in enumerate(report.changes, 1):
+            tell = "" if ch.status == FITS else " (cannot tell: see --json)"
+            c.add_row(
+                str(i),
+                in_unit(ch.change, unit),
+                format_bytes(ch.peak_bytes, unit) + f" at {_stage(ch.stage)}",
+                ch.cost + tell,
+            )
+        return c
+    if report.verdict.status == OVER:
+        return Text("No single change makes it fit on this card.", style="red")
+    return None
+
+
+def fit_foot(report, timing: bool = True) -> Text:
+    took = f" in {report.seconds * 1000:.0f} ms" if timing else ""
+    return Text(
+        f"{report.estimates} ledger estimates{took}; every figure is estimated (per GPU, the "
+        "most loaded one)",
+        style="dim",
+    )
+
+
+def fit_renderable(report, unit: str = "gib", trace=None) -> Group:
+    parts = [fit_head(report, unit)]
     t = Table(
         title="each variable alone, the others held (largest value that fits; for choices, "
         "the first from the most memory to the least)",
@@ -75,47 +128,15 @@ def fit_renderable(report, unit: str = "gib", trace=None) -> Group:
             Text(words, style=STATUS_STYLE.get(r.status, "")),
         )
     parts.append(t)
-    why = []
-    for r in report.results:
-        if r.reason:
-            why.append(f"- {r.knob.label}: {in_unit(r.reason, unit)}")
-        if r.knob.note:
-            why.append(f"- {r.knob.label}: {r.knob.note}")
-        for s in r.skipped:
-            why.append(f"- {r.knob.label}: left out {s}")
-    why += [f"- {n}" for n in report.notes]
+    why = fit_why_lines(report, unit)
     if why:
         parts.append(Text("\n".join(why)))
-    if report.changes:
-        c = Table(
-            title="single changes that make it fit (capacity, cache, micro-batch, precision: "
-            "one at a time)",
-            title_justify="left",
-        )
-        c.add_column("#", justify="right")
-        c.add_column("change", overflow="fold")
-        c.add_column("peak after", justify="right")
-        c.add_column("what it costs", overflow="fold")
-        for i, ch in enumerate(report.changes, 1):
-            tell = "" if ch.status == FITS else " (cannot tell: see --json)"
-            c.add_row(
-                str(i),
-                in_unit(ch.change, unit),
-                format_bytes(ch.peak_bytes, unit) + f" at {_stage(ch.stage)}",
-                ch.cost + tell,
-            )
-        parts.append(c)
-    elif v.status == OVER:
-        parts.append(Text("No single change makes it fit on this card.", style="red"))
+    changes = changes_renderable(report, unit)
+    if changes is not None:
+        parts.append(changes)
     if trace is not None:
         parts.append(Text(f"dry run: {in_unit(trace.line, unit)}"))
-    parts.append(
-        Text(
-            f"{report.estimates} ledger estimates in {report.seconds * 1000:.0f} ms; every "
-            "figure is estimated (per GPU, the most loaded one)",
-            style="dim",
-        )
-    )
+    parts.append(fit_foot(report))
     return Group(*parts)
 
 

@@ -13,10 +13,12 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
+from vramtui.app.fit_actions import FitActions
 from vramtui.app.messages import CandidateSelected, FieldEdited, ModelFetchRequested
 from vramtui.app.palette import PaletteCommands
 from vramtui.app.screens.dialogs import ConfirmDialog, HelpScreen, PathPrompt, RecoverDraft
 from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
+from vramtui.app.widgets.fit_pane import FitPane
 from vramtui.app.widgets.ledger_pane import LedgerPane
 from vramtui.app.widgets.shortlist_pane import ShortlistPane
 from vramtui.app.widgets.spec_form import SpecForm
@@ -47,7 +49,7 @@ FEED_REDRAW_S = 0.5  # the live feed redraws at most twice a second
 SETS_OTHER_FIELDS = frozenset({"task.kind", "weights.format"})
 
 
-class VramtuiApp(TriageActions, PaletteCommands, App):
+class VramtuiApp(FitActions, TriageActions, PaletteCommands, App):
     # Absolute: Textual resolves a relative CSS_PATH against the module of the class in use,
     # so a subclass elsewhere (a benchmark, a test) would look for bench/app.tcss.
     CSS_PATH = [Path(__file__).with_name("app.tcss")]
@@ -67,6 +69,7 @@ class VramtuiApp(TriageActions, PaletteCommands, App):
         Binding("f6", "show_tab('shortlist')", "Shortlist", id="tab.shortlist"),
         Binding("f7", "show_tab('triage')", "Triage", id="tab.triage"),
         Binding("f8", "show_tab('feed')", "Feed", id="tab.feed"),
+        Binding("f10", "show_tab('fit')", "Fit", id="tab.fit"),
         Binding("f9", "import_measurements", "Import", id="measure_import"),
         # Priority: a focused text field (the Sizing tab's default) would take ctrl+e as
         # end-of-line; `end` still does that. Inside a dialog the field keeps the key.
@@ -151,6 +154,7 @@ class VramtuiApp(TriageActions, PaletteCommands, App):
         self.shortlist_pane = ShortlistPane(id="shortlist-pane")
         self.triage_pane = TriagePane(id="triage-pane")
         self.feed_pane = FeedPane(id="feed-pane")
+        self.fit_pane = FitPane(gpus, self.session.catalog, id="fit-pane")
         with TabbedContent(initial="sizing", id="tabs") as tabs:
             self.tabs = tabs
             with TabPane("Sizing", id="sizing"):
@@ -163,6 +167,8 @@ class VramtuiApp(TriageActions, PaletteCommands, App):
                 yield self.triage_pane
             with TabPane("Feed", id="feed"):
                 yield self.feed_pane
+            with TabPane("Fit", id="fit"):
+                yield self.fit_pane
         yield Footer()
 
     def on_mount(self) -> None:
@@ -228,6 +234,7 @@ class VramtuiApp(TriageActions, PaletteCommands, App):
         if triage != getattr(self, "_triage_shown", None):
             self.triage_pane.show(self.session, self.unit)
             self._triage_shown = triage
+        self._show_fit()  # searches only while the Fit tab is shown
         self._update_title()
 
     def _update_title(self) -> None:
@@ -437,6 +444,7 @@ class VramtuiApp(TriageActions, PaletteCommands, App):
                 "shortlist": self.shortlist_pane.table,
                 "triage": self.triage_pane.query_one("#triage-log"),
                 "feed": self.feed_pane.query_one("#feed-stage"),
+                "fit": self.fit_pane.query_one("#fit-table"),
             }[tab]
         if tab == "feed":
             self._start_feed()

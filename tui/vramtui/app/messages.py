@@ -22,3 +22,11 @@ class CandidateSelected(Message):
 
 class ModelFetchRequested(Message):
     """Enter in the model field: ask the Hub for the model it names (typing never does)."""
+
+
+class CompareChanged(Message):
+    """The card the ledger is judged against (and the fit search runs on) changed."""
+
+    def __init__(self, gpu_id: str) -> None:
+        super().__init__()
+        self.gpu_id = gpu_id

@@ -51,6 +51,12 @@ class PaletteCommands:
             lambda: self.action_show_tab("feed"),
         )
         yield SystemCommand(
+            "Show fit",
+            "What fits on the compare card: each variable's largest value, the changes that "
+            "make it fit (F10)",
+            lambda: self.action_show_tab("fit"),
+        )
+        yield SystemCommand(
             "Import measurements",
             "A probe file or a vLLM start-up log, beside the estimate (F9)",
             self.action_import_measurements,

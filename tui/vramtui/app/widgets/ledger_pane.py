@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Label, Select, Static
 
+from vramtui.app.messages import CompareChanged
 from vramtui.ledger.items import STAGE_LABELS
 from vramtui.render import STATUS_MARK, STATUS_STYLE, totals_table, unit_label, usage_bar
 from vramtui.unit_text import in_unit
@@ -259,6 +260,12 @@ class LedgerPane(Vertical):
         if gpu_id in self.gpus:
             self.query_one("#bar-gpu", Select).value = gpu_id
 
+    @property
+    def compare_id(self) -> str | None:
+        """The compare card's id (None: no catalogue card)."""
+        value = self.query_one("#bar-gpu", Select).value
+        return value if value in self.gpus else None
+
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "ledger-table":
             self.selected_key = event.row_key.value
@@ -268,6 +275,8 @@ class LedgerPane(Vertical):
         if event.select.id == "bar-gpu":
             event.stop()
             self._show_bar()
+            if event.value in self.gpus:
+                self.post_message(CompareChanged(event.value))
 
     def _show_basis(self) -> None:
         if self.results is None:
