@@ -9,20 +9,20 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, TabbedContent, TabPane, Tabs
 
+from vramtui.app.feed_actions import FeedActions
 from vramtui.app.fit_actions import FitActions
 from vramtui.app.messages import CandidateSelected, FieldEdited, ModelFetchRequested
 from vramtui.app.palette import PaletteCommands
 from vramtui.app.screens.dialogs import ConfirmDialog, HelpScreen, PathPrompt, RecoverDraft
-from vramtui.app.widgets.feed_pane import FeedPane, FeedRequest
+from vramtui.app.triage_actions import TriageActions
+from vramtui.app.widgets.feed_pane import FeedPane
 from vramtui.app.widgets.fit_pane import FitPane
 from vramtui.app.widgets.ledger_pane import LedgerPane
 from vramtui.app.widgets.shortlist_pane import ShortlistPane
 from vramtui.app.widgets.spec_form import SpecForm
-from vramtui.app.triage_actions import TriageActions
 from vramtui.app.widgets.triage_pane import TriagePane
 from vramtui.config import UNITS, Config
 from vramtui.drafts import (
@@ -43,13 +43,12 @@ from vramtui.safe_text import safe_line, safe_text
 from vramtui.session import SizingSession
 
 AUTOSAVE_DELAY_S = 1.0
-FEED_REDRAW_S = 0.5  # the live feed redraws at most twice a second
 # Edits that also set other fields (switch_task fills the training table, weights_for_format
 # the format's own keys): the form's other inputs are refreshed after them.
 SETS_OTHER_FIELDS = frozenset({"task.kind", "weights.format"})
 
 
-class VramtuiApp(FitActions, TriageActions, PaletteCommands, App):
+class VramtuiApp(FeedActions, FitActions, TriageActions, PaletteCommands, App):
     # Absolute: Textual resolves a relative CSS_PATH against the module of the class in use,
     # so a subclass elsewhere (a benchmark, a test) would look for bench/app.tcss.
     CSS_PATH = [Path(__file__).with_name("app.tcss")]
@@ -595,102 +594,9 @@ class VramtuiApp(FitActions, TriageActions, PaletteCommands, App):
             return
         self.notify(f"sizing sheet written to {target}")
 
-    # ------------------------------------------------------------------ live feed
-
-    def _start_feed(self) -> None:
-        """Start the feed source once, in the background, when the Feed tab is first shown."""
-        if self._feed is not None:
-            return
-        from vramtui.feed.runner import FeedRunner, FeedSettings
-        from vramtui.feed.stages import StageTracker
-
-        settings = self.feed_settings or FeedSettings()
-        self._tracker = StageTracker()
-        self._feed = FeedRunner(settings, self._feed_changed)
-        self.feed_pane.set_stages(self.session.results.estimate.stages)
-        try:
-            self._feed.start()
-        except VramtuiError as exc:
-            self.notify(str(exc), severity="error", timeout=10)
-        self._drain_feed()
-
     def on_unmount(self) -> None:
         self.stop_feed()
         self.release_draft()
-
-    def _feed_changed(self) -> None:
-        """From the feed's thread: ask the UI thread to redraw (dropped while shutting down)."""
-        try:
-            self.call_from_thread(self._drain_feed)
-        except RuntimeError:
-            pass
-
-    def stop_feed(self) -> None:
-        self._feed_stopped = True
-        if self._feed is not None:
-            self._feed.stop()
-
-    def _drain_feed(self) -> None:
-        """Show the latest state of every host: one pending refresh at a time, and at most one
-        redraw per FEED_REDRAW_S, so many streaming hosts never starve the keyboard."""
-        if self._feed is None or self._feed_stopped or not self.feed_pane.is_mounted:
-            return
-        import time
-
-        wait = self._last_feed_draw + FEED_REDRAW_S - time.monotonic()
-        if wait > 0:
-            if not self._feed_timer_set:
-                self._feed_timer_set = True
-                self.set_timer(wait, self._drain_feed_timer)
-            return
-        self._last_feed_draw = time.monotonic()
-        statuses = self._feed.statuses()
-        for _, _, snap in statuses.values():
-            if snap is not None:
-                self._tracker.update(snap)
-        try:
-            self.feed_pane.show(
-                self._feed.settings.label(),
-                statuses,
-                self.session.results.estimate,
-                self.unit,
-                self._tracker,
-            )
-        except NoMatches:
-            pass  # the app is closing: its widgets are already gone
-
-    def _drain_feed_timer(self) -> None:
-        self._feed_timer_set = False
-        self._drain_feed()
-
-    def on_feed_request(self, message: FeedRequest) -> None:
-        import time
-
-        if self._feed is None:
-            return
-        if message.action == "mark":
-            self._tracker.mark(str(message.value), time.time())
-            self.notify(f"marking stage {message.value}: peaks are kept per GPU", timeout=4)
-        elif message.action == "stop":
-            self._tracker.mark(None, time.time())
-        elif message.action == "store":
-            ms = self._tracker.measurements(self.session.spec)
-            if not ms:
-                self.notify(
-                    "no stage peak to store yet: mark a stage while the job runs",
-                    severity="warning",
-                )
-                return
-            from vramtui.triage.advice import with_measurements
-
-            self.session.replace_spec(with_measurements(self.session.spec, ms))
-            self._schedule_autosave()
-            self.notify(
-                f"{len(ms)} measured stage peak(s) stored with the spec; they show "
-                "beside the estimates"
-            )
-            self._refresh_all()
-        self._drain_feed()
 
     async def _replace_session(self, session: SizingSession) -> None:
         self.session = session
