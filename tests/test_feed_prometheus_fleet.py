@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
 from fake_dcgm_exporter import FakeDcgmExporter, SimGpu
 from real_prometheus import prometheus_servers  # noqa: F401 - a fixture
 
@@ -37,10 +38,19 @@ def test_one_poll_returns_every_gpu_of_100_hosts_with_its_labels(prometheus_serv
         prom = prometheus_servers({"dcgm": [e.target for e in exporters]})
         prom.wait_for(lambda: len(prom.query("DCGM_FI_DEV_FB_USED")) == 800, "800 GPUs scraped")
         args = SimpleNamespace(prometheus=prom.url, match=None, interval=1.0)
-        updates = PrometheusFeed(settings_from(args, {})).poll()
+        feed = PrometheusFeed(settings_from(args, {}))
+        updates = feed.poll()
+        # Prometheus dropped the labels the feed does not read (job, added by the scrape)
+        values, stamps = prom.query(feed.values_query()), prom.query(feed.stamps_query())
     finally:
         for e in exporters:
             e.stop()
+    assert len(values) == 2400 and len(stamps) == 800
+    read = {"__name__", "gpu", "UUID", "device", "modelName", "Hostname", "instance"}
+    assert {frozenset(v["metric"]) for v in values} == {frozenset(read)}
+    assert {frozenset(v["metric"]) for v in stamps} == {
+        frozenset({"gpu", "UUID", "device", "Hostname", "instance"})
+    }
     assert len(updates) == 100
     assert {u.host for u in updates} == {f"node-{h:03d}" for h in range(100)}
     assert {u.state for u in updates} == {LIVE}
@@ -85,3 +95,51 @@ def test_each_distinct_label_value_is_cleaned_once_per_answer(monkeypatch):
     assert len(calls) == 22
     assert series[0][0]["pod"] == "bad\\x1bpod"  # still cleaned
     assert series[1][0]["Hostname"] == "node-0" and series[9][0]["gpu"] == "1"
+
+
+def test_the_queries_name_the_labels_read_as_the_config_renames_them():
+    args = SimpleNamespace(prometheus="http://p:9090", match='namespace="team-a"', interval=1.0)
+    config = {"labels": {"host": "node", "pod": "exported_pod"}, "metrics": {"fb_used": "fb_u"}}
+    feed = PrometheusFeed(settings_from(args, config))
+    assert feed.values_query() == (
+        "max by (__name__,DCGM_FI_DRIVER_VERSION,GPU_I_ID,UUID,container,device,exported_pod,"
+        "gpu,instance,modelName,namespace,node,uuid) "
+        '({__name__=~"fb_u|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_FB_RESERVED",namespace="team-a"})'
+    )
+    assert feed.stamps_query() == (
+        'max by (GPU_I_ID,UUID,device,gpu,node,uuid) (timestamp(fb_u{namespace="team-a"}))'
+    )
+
+
+def _answer(result) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+
+def test_the_fixed_shape_is_read_without_walking_what_nests_elsewhere():
+    deep: list = []
+    for _ in range(200):  # past guarded_read's 64 levels, in a field the feed never reads
+        deep = [deep]
+    body = _answer([{"metric": {"gpu": "0"}, "value": [5, "7"], "histogram": deep}])
+    assert _parse_vector(body.encode(), "x") == (5.0, [({"gpu": "0"}, 7.0)])
+    with pytest.raises(prometheus._PollFailed, match="x sent an answer that is not valid JSON"):
+        _parse_vector(b'{"status": "success", "data": {', "x")
+    with pytest.raises(prometheus._PollFailed, match="x sent an answer that is not UTF-8 text"):
+        _parse_vector(b'{"status": "\xff"}', "x")
+
+
+def test_a_label_cut_or_cleaned_is_a_copy_and_a_clean_one_is_kept_as_decoded():
+    body = _answer(
+        [
+            {"metric": {"gpu": "0", "pod": "a\x07b"}, "value": [5, "1"]},
+            {"metric": {"gpu": "1", "k" * 300: "v"}, "value": [5, "2"]},
+            {"metric": {"gpu": "2", "n": 3}, "value": [5, "3"]},
+            {"metric": {"gpu": "3", "pod": "ok"}, "value": [5, "4"]},
+        ]
+    )
+    _, series = _parse_vector(body.encode(), "x")
+    assert [labels for labels, _ in series] == [
+        {"gpu": "0", "pod": "a\\x07b"},
+        {"gpu": "1", "k" * 256: "v"},
+        {"gpu": "2"},  # a value that is not text is dropped, the series kept
+        {"gpu": "3", "pod": "ok"},
+    ]

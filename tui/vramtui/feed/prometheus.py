@@ -3,9 +3,14 @@ queries over the HTTP API (/api/v1/query) at each poll, turned into one Snapshot
 
 Each poll asks two queries (three when a host has gone missing):
 
-    {__name__=~"FB_USED|FB_FREE|FB_RESERVED", <--match>}   the values (MiB), every label
-    timestamp(FB_USED{<--match>})                           when each GPU was last scraped
-    up == 0                                                  which targets are down (only then)
+    max by (__name__, READ) ({__name__=~"FB_USED|FB_FREE|FB_RESERVED", <--match>})
+                                                   the values (MiB)
+    max by (KEY) (timestamp(FB_USED{<--match>}))   when each GPU was last scraped
+    up == 0                                        which targets are down (only then)
+
+READ is every label the feed reads (host, GPU, UUID, model, driver, pod... as mapped, and
+instance), KEY those that tell a GPU's series apart (host, GPU, device, UUID, MIG instance):
+Prometheus drops the other labels, so a 500 x 8 fleet's answers are a fraction of the size.
 
 A host is `live` while its newest sample is younger than `stale_after`; `stale` with the
 reason when its samples are older, when its series are gone (its target down, say), or when
@@ -19,6 +24,7 @@ the label lengths; label values lose their control characters. Plain Python: no 
 
 from __future__ import annotations
 
+import json
 import math
 import ssl
 import time
@@ -153,11 +159,21 @@ def _api_error(exc: urllib.error.HTTPError) -> str:
     return ""
 
 
-def _parse_vector(raw: bytes, where: str) -> tuple[float, list[tuple[dict[str, str], float]]]:
+def _loads(raw: bytes, where: str) -> object:
+    """json.loads of an answer. No generic nesting walk: the answer is read along its fixed
+    shape only (data.result[i].metric/value), whatever nests below that is never walked."""
     try:
-        data = decode_json(raw)
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError, TypeError, OverflowError):
+        pass  # worded as every other JSON input is, below
+    try:
+        return decode_json(raw)
     except Unreadable as exc:
         raise _PollFailed(f"{where} sent an answer that {exc.problem}") from None
+
+
+def _parse_vector(raw: bytes, where: str) -> tuple[float, list[tuple[dict[str, str], float]]]:
+    data = _loads(raw, where)
     if not isinstance(data, dict) or data.get("status") != "success":
         error = data.get("error") if isinstance(data, dict) else None
         raise _PollFailed(
@@ -177,23 +193,36 @@ def _parse_vector(raw: bytes, where: str) -> tuple[float, list[tuple[dict[str, s
     out: list[tuple[dict[str, str], float]] = []
     eval_time = None
     # A fleet repeats its label values (host, model, job, instance, each UUID in three metrics):
-    # each distinct text is cleaned once per answer, not once per series.
+    # each distinct text is cleaned once per answer, not once per series; and a series whose
+    # labels are all clean already (nearly every one) keeps its decoded dict, not a copy.
     cleaned: dict[str, str] = {}
     for item in series:
-        if not isinstance(item, dict):
+        if item.__class__ is not dict:
             continue
         metric, value = item.get("metric"), item.get("value")
-        if not isinstance(metric, dict) or not isinstance(value, list) or len(value) != 2:
+        if metric.__class__ is not dict or value.__class__ is not list or len(value) != 2:
             continue
         if len(metric) > MAX_LABELS:
             continue
-        labels = {}
+        labels = metric
         for k, v in metric.items():
-            if isinstance(v, str):
-                text = cleaned.get(v)
-                if text is None:
-                    text = cleaned[v] = clean_label(v)
-                labels[str(k)[:MAX_LABEL_CHARS]] = text
+            if v.__class__ is not str or len(k) > MAX_LABEL_CHARS:
+                labels = None
+                break
+            text = cleaned.get(v)
+            if text is None:
+                text = cleaned[v] = clean_label(v)
+            if text != v:
+                labels = None
+                break
+        if labels is None:
+            labels = {}
+            for k, v in metric.items():
+                if isinstance(v, str):
+                    text = cleaned.get(v)
+                    if text is None:
+                        text = cleaned[v] = clean_label(v)
+                    labels[str(k)[:MAX_LABEL_CHARS]] = text
         try:
             ts = float(value[0])
             number = float(value[1])
@@ -274,12 +303,36 @@ class PrometheusFeed:
             return "{" + f'__name__=~"{names}"' + ("," + sel if sel else "") + "}"
         return metric + ("{" + sel + "}" if sel else "")
 
+    def _read_labels(self) -> tuple[str, ...]:
+        """Every label the feed reads (the mapped names, and `instance`)."""
+        names = {"instance"}
+        for group in self.settings.labels.values():
+            names.update(group)
+        return tuple(sorted(names))
+
+    def _stamp_labels(self) -> tuple[str, ...]:
+        """The labels a GPU's series is told apart by: host, GPU number, UUID, MIG instance."""
+        names: set[str] = set()
+        for key in ("host", "gpu", "device", "uuid", "mig_instance"):
+            names.update(self.settings.labels[key])
+        return tuple(sorted(names))
+
+    def values_query(self) -> str:
+        """The three framebuffer series, with only the labels the feed reads: Prometheus drops
+        the others (job, pci_bus_id, the Kubernetes target labels...), which shrinks the answer."""
+        return f"max by (__name__,{','.join(self._read_labels())}) ({self._selector()})"
+
+    def stamps_query(self) -> str:
+        """When each GPU was last scraped, with only the labels that tell its series apart."""
+        used = self._selector(self.settings.metrics["fb_used"])
+        return f"max by ({','.join(self._stamp_labels())}) (timestamp({used}))"
+
     def poll(self) -> list[HostUpdate]:
         """One poll: an update for every host known (and for Prometheus itself when none is)."""
         s = self.settings
         try:
-            now, values = self.client.query(self._selector())
-            _, stamps = self.client.query(f"timestamp({self._selector(s.metrics['fb_used'])})")
+            now, values = self.client.query(self.values_query())
+            _, stamps = self.client.query(self.stamps_query())
         except _PollFailed as exc:
             return self._all_stale(str(exc))
         hosts = self._group(values, stamps)
@@ -329,23 +382,45 @@ class PrometheusFeed:
         kinds = {s.metrics["fb_used"]: "used", s.metrics["fb_free"]: "free"}
         kinds[s.metrics["fb_reserved"]] = "reserved"
         host_names = s.labels["host"]
-        mig = s.labels["mig_instance"]
-        stamp_of: dict[frozenset, float] = {}
+        key_names = self._stamp_labels()
+        stamp_of: dict[tuple, float] = {}
         for labels, value in stamps:
-            stamp_of[frozenset(labels.items())] = value
+            key = tuple([labels.get(n, "") for n in key_names])
+            old = stamp_of.get(key)
+            stamp_of[key] = value if old is None else max(old, value)
+        # The three series of a GPU share the labels that tell it apart: its host, index, UUID
+        # and MIG instance are worked out once per GPU, not once per series.
+        where_of: dict[tuple, tuple | None] = {}
+        uuid_names, mig = s.labels["uuid"], s.labels["mig_instance"]
+        attribution = [
+            (plural, s.labels[name])
+            for name, plural in (("pod", "pods"), ("namespace", "namespaces"))
+            + (("container", "containers"),)
+        ]
         out: dict[str, dict[tuple, dict]] = {}
         for labels, value in values:
             kind = kinds.get(labels.get("__name__", ""))
-            host = _first(labels, host_names)
-            index = _gpu_index(labels, s)
-            if kind is None or host is None or index is None:
+            if kind is None:
                 continue
+            get = labels.get
+            series_key = tuple([get(n, "") for n in key_names])
+            where = where_of.get(series_key, False)
+            if where is False:
+                host = _first(labels, host_names)
+                index = _gpu_index(labels, s)
+                where = where_of[series_key] = (
+                    None
+                    if host is None or index is None
+                    else (host, index, _first(labels, uuid_names), bool(_first(labels, mig)))
+                )
+            if where is None:
+                continue
+            host, index, uuid, is_mig = where
             gpus = out.get(host)
             if gpus is None:
                 if len(out) >= MAX_HOSTS:
                     continue
                 gpus = out[host] = {}
-            uuid = _first(labels, s.labels["uuid"])
             key = (index, uuid)
             entry = gpus.get(key)
             if entry is None:
@@ -358,21 +433,19 @@ class PrometheusFeed:
                     "containers": set(),
                     "mig": 0,
                 }
-            if _first(labels, mig):
+            if is_mig:
                 entry["mig"] += 1
                 continue
             entry[kind] = value
-            for field_name, plural in (
-                ("pod", "pods"),
-                ("namespace", "namespaces"),
-                ("container", "containers"),
-            ):
-                v = _first(labels, s.labels[field_name])
-                if v and len(entry[plural]) < 16:
-                    entry[plural].add(v)
+            for plural, names in attribution:
+                for name in names:
+                    v = get(name)
+                    if v:
+                        if len(entry[plural]) < 16:
+                            entry[plural].add(v)
+                        break
             if kind == "used":
-                rest = {k: v for k, v in labels.items() if k != "__name__"}
-                ts = stamp_of.get(frozenset(rest.items()))
+                ts = stamp_of.get(series_key)
                 if ts is not None:
                     entry["ts"] = max(entry.get("ts", ts), ts)
         return out
