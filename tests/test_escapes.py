@@ -112,9 +112,7 @@ def hostile(tmp_path_factory):
 
 
 def run_cli(hostile, *args: str, color: bool = False) -> subprocess.CompletedProcess:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "COLUMNS")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "COLUMNS")}
     env.update(PYTHONPATH=str(SRC), VRAMTUI_CONFIG_DIR=str(hostile["config"]), COLUMNS="200")
     if color:
         env["FORCE_COLOR"] = "1"
@@ -324,3 +322,43 @@ def test_a_user_model_file_with_a_hostile_key_is_skipped_in_one_clean_line(hosti
     warnings = [line for line in proc.stderr.decode().splitlines() if "warning" in line]
     assert len(warnings) == 1 and "unknown key meta." in warnings[0], proc.stderr
     assert "(file skipped)" in warnings[0]
+
+
+def test_a_user_model_file_whose_null_keys_is_not_a_list_is_skipped_in_one_line(hostile, tmp_path):
+    """Found by the long fuzz run (seed 14): `meta.null_keys = true` crashed `vramtui models`
+    (exit 70) instead of skipping the file with its reason."""
+    models = tmp_path / "cat" / "models"
+    models.mkdir(parents=True)
+    builtin = SRC.parent / "catalog" / "models" / "Qwen--Qwen3-0.6B.toml"
+    data = tomllib.loads(builtin.read_text())
+    data["meta"]["null_keys"] = True
+    (models / builtin.name).write_text(tomli_w.dumps(data))
+    proc = run_cli(hostile, "models", "--catalog", str(tmp_path / "cat"))
+    assert proc.returncode == 0, proc.stderr
+    (warning,) = [ln for ln in proc.stderr.decode().splitlines() if "warning" in ln]
+    assert "meta.null_keys must list config key names" in warning and "(file skipped)" in warning
+
+
+def test_a_probe_file_error_does_not_carry_a_run_id_payload(tmp_path):
+    """Found by the long fuzz run (seed 14): a stage record naming an unknown run whose id held
+    CSI 2J put the raw ESC into the one-line error."""
+    from vramtui.probe.records import ProbeFileError, parse_probe_lines
+
+    stage = {
+        "vramtui_probe": 1,
+        "kind": "stage",
+        "run_id": "\x1b[2J\x1b[H",
+        "stage": "load",
+        "time_start": "",
+        "time_end": "",
+        "seconds": 0,
+        "dims": {},
+        "measured": False,
+        "reason": None,
+        "error": None,
+        "devices": [],
+    }
+    with pytest.raises(ProbeFileError) as info:
+        parse_probe_lines(json.dumps(stage) + "\n", source="fuzz.jsonl")
+    message = str(info.value)
+    assert "\x1b" not in message and "\\x1b[2J" in message

@@ -31,6 +31,8 @@ def file_name_for(hub_id: str) -> str:
 
 
 def _apply_nulls(config: dict, null_keys: list, path: Path) -> None:
+    if not isinstance(null_keys, list):
+        raise ModelError(f"catalogue file {path}: meta.null_keys must list config key names")
     for dotted in null_keys:
         if not isinstance(dotted, str) or not dotted:
             raise ModelError(f"catalogue file {path}: meta.null_keys must list config key names")

@@ -221,7 +221,7 @@ def parse_probe_lines(text: str, source: str = "<probe>") -> list[ProbeRun]:
                 raise _fail(
                     source,
                     lineno,
-                    f"a second run record for run {run_id}",
+                    f"a second run record for run {run_id[:64]!r}",
                     "each probe run writes one; split the file or re-run into a new file",
                 )
             runs[run_id] = {
@@ -240,7 +240,7 @@ def parse_probe_lines(text: str, source: str = "<probe>") -> list[ProbeRun]:
                 raise _fail(
                     source,
                     lineno,
-                    f"a stage record of run {run_id} before that run's record",
+                    f"a stage record of run {run_id[:64]!r} before that run's record",
                     "keep the file whole: the run record is written before the first stage",
                 )
             runs[run_id]["stages"].append(_stage(obj, source, lineno))
