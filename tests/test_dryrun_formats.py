@@ -512,3 +512,18 @@ def test_weights_that_agree_add_no_note():
     from vramtui.dryrun.command import with_dry_run_notes
 
     assert with_dry_run_notes(est, r).notes == est.notes
+
+
+def test_the_falcon_route_does_not_depend_on_what_the_process_imported(monkeypatch):
+    """The full suite once put the name ALL_ATTENTION_FUNCTIONS on Falcon's modeling module
+    (another import had added it), and the trace then registered its own attention for a
+    family that never calls it. The decision reads the modeling file, not the module's state."""
+    import transformers.models.falcon.modeling_falcon as falcon
+
+    from vramtui.dryrun.attention import uses_attention_interface
+
+    monkeypatch.setattr(falcon, "ALL_ATTENTION_FUNCTIONS", object(), raising=False)
+    assert uses_attention_interface(falcon.FalconForCausalLM) is False
+    import transformers.models.llama.modeling_llama as llama
+
+    assert uses_attention_interface(llama.LlamaForCausalLM) is True

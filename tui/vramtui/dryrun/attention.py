@@ -142,8 +142,22 @@ def kernel_sdpa(active: bool = True):
 def uses_attention_interface(model_class) -> bool:
     """Whether the family's modeling file dispatches attention through AttentionInterface
     (and so can run the trace's registered functions)."""
-    module = sys.modules.get(getattr(model_class, "__module__", ""), None)
-    return module is not None and hasattr(module, "ALL_ATTENTION_FUNCTIONS")
+    # Read from the modeling file's own text: whether the module object carries the name at
+    # this moment depends on what else the process imported, not on how the family dispatches.
+    import importlib
+
+    try:
+        module = importlib.import_module(getattr(model_class, "__module__", ""))
+    except Exception:  # noqa: BLE001 - an unimportable family cannot dispatch through it
+        return False
+    path = getattr(module, "__file__", None)
+    if path:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return "ALL_ATTENTION_FUNCTIONS" in handle.read()
+        except OSError:
+            pass
+    return hasattr(module, "ALL_ATTENTION_FUNCTIONS")
 
 
 @dataclass(frozen=True)
