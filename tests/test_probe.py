@@ -472,7 +472,7 @@ def test_stage_before_its_run_record_is_an_error(tmp_path):
     path = tmp_path / "p.jsonl"
     _write_two_stages(path)
     run, load, forward = path.read_text().splitlines()
-    with pytest.raises(ProbeFileError, match=r"line 1: a stage record of run \w+ before"):
+    with pytest.raises(ProbeFileError, match=r"line 1: a stage record of run '\w+' before"):
         parse_probe_lines(f"{load}\n{run}\n{forward}\n", "p.jsonl")
     with pytest.raises(ProbeFileError, match="no such file"):
         read_probe_file(tmp_path / "missing.jsonl")
