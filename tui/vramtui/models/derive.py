@@ -276,6 +276,24 @@ def _is_attention_path(tokens: list[str]) -> bool:
     )
 
 
+def _linear_row(path, leaf, names, own, in_f, out_f, **flags):
+    """(path, ModuleShape) of one linear-like module: its own parameters, one instance."""
+    return (
+        path,
+        ModuleShape(
+            name=leaf,
+            kind="linear",
+            group=_group_of(path, "linear", names),
+            params=sum(int(p.numel()) for _, p in own),
+            count=1,
+            in_features=int(in_f),
+            out_features=int(out_f),
+            has_bias=any(n == "bias" for n, _ in own),
+            **flags,
+        ),
+    )
+
+
 def _group_of(path: str, kind: str, names: set[str]) -> str:
     tokens = path.lower().split(".")
     leaf = tokens[-1]
@@ -322,42 +340,11 @@ def _walk(model, hidden: int) -> tuple[list[tuple[str, ModuleShape]], int]:
         params = {n: p for n, p in own}
         if isinstance(mod, torch.nn.Linear) and "weight" in params:
             out_f, in_f = params["weight"].shape
-            bias = "bias" in params
-            rows.append(
-                (
-                    path,
-                    ModuleShape(
-                        name=leaf,
-                        kind="linear",
-                        group=_group_of(path, "linear", names),
-                        params=sum(int(p.numel()) for _, p in own),
-                        count=1,
-                        in_features=int(in_f),
-                        out_features=int(out_f),
-                        has_bias=bias,
-                        is_nn_linear=True,
-                    ),
-                )
-            )
+            rows.append(_linear_row(path, leaf, names, own, in_f, out_f, is_nn_linear=True))
             continue
         if cls == "Conv1D" and "weight" in params and params["weight"].dim() == 2:
             in_f, out_f = params["weight"].shape  # transformers' Conv1D stores (in, out)
-            rows.append(
-                (
-                    path,
-                    ModuleShape(
-                        name=leaf,
-                        kind="linear",
-                        group=_group_of(path, "linear", names),
-                        params=sum(int(p.numel()) for _, p in own),
-                        count=1,
-                        in_features=int(in_f),
-                        out_features=int(out_f),
-                        has_bias="bias" in params,
-                        is_conv1d=True,
-                    ),
-                )
-            )
+            rows.append(_linear_row(path, leaf, names, own, in_f, out_f, is_conv1d=True))
             continue
         if isinstance(mod, torch.nn.Embedding):
             num, dim = params["weight"].shape
