@@ -127,11 +127,16 @@ def stored_tensors(config: dict) -> list[tuple[str, str, list[int]]]:
             out.append((base + ".qzeros", "I32", [cols // group, rows // 8]))
             out.append((base + ".scales", "F16", [cols // group, rows]))
         elif method == "gptq":
+            # AutoGPTQ's QuantLinear: `bits`-bit values packed 32 // bits to an int32 along
+            # in_features (qweight) and along out_features (qzeros); one fp16 scale per group
+            # and output; g_idx maps each input row to its group.
+            bits = qc.get("bits", 4)
             group = qc.get("group_size", 128)
             group = cols if group == -1 else group
-            out.append((base + ".qweight", "I32", [cols // 8, rows]))
-            out.append((base + ".qzeros", "I32", [cols // group, rows // 8]))
-            out.append((base + ".scales", "F16", [cols // group, rows]))
+            groups = math.ceil(cols / group)
+            out.append((base + ".qweight", "I32", [cols // 32 * bits, rows]))
+            out.append((base + ".qzeros", "I32", [groups, rows // 32 * bits]))
+            out.append((base + ".scales", "F16", [groups, rows]))
             out.append((base + ".g_idx", "I32", [cols]))
         else:  # bitsandbytes 4-bit NF4, double-quantised: blocks of 64, absmax blocks of 256
             n = rows * cols
@@ -267,3 +272,44 @@ def test_catalogue_ids_still_come_from_the_catalogue_without_the_bypass():
     for m in MODELS:
         if m["config"].startswith("catalog/"):
             assert resolve_model_ref(ModelRef(id=m["id"])).origin == "catalogue", m["id"]
+
+
+# --- GPTQ, whose published config.json no searched source vendors ------------------------------
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_a_gptq_repository_is_sized_at_its_stored_bytes(hub, bits, capsys):
+    """A GPTQ checkpoint of Qwen2.5-0.5B (its real config.json plus an AutoGPTQ
+    quantization_config; the repository id is made up) is sized from the bytes its headers
+    declare, 4-bit and 8-bit alike, with transformers' logical parameter count."""
+    config = config_of(BY_ID["Qwen/Qwen2.5-0.5B"]) | {
+        "torch_dtype": "float16",
+        "quantization_config": {
+            "bits": bits, "group_size": 128, "desc_act": False, "sym": True,
+            "quant_method": "gptq",
+        },
+    }  # fmt: skip
+    stored = {name: (dtype, shape) for name, dtype, shape in stored_tensors(config)}
+    # q_proj is 896 -> 896 and k_proj 896 -> 128 (2 KV heads of 64): qweight packs 32 // bits
+    # input rows per int32, qzeros 32 // bits outputs per int32, 896 / 128 = 7 groups.
+    q = "model.layers.0.self_attn.q_proj."
+    k = "model.layers.0.self_attn.k_proj."
+    assert stored[q + "qweight"] == ("I32", [{4: 112, 8: 224}[bits], 896])
+    assert stored[q + "qzeros"] == ("I32", [7, {4: 112, 8: 224}[bits]])
+    assert stored[k + "qzeros"] == ("I32", [7, {4: 16, 8: 32}[bits]])
+    assert stored[q + "scales"] == ("F16", [7, 896])
+    assert stored[q + "g_idx"] == ("I32", [896])
+    assert stored[k + "bias"] == ("F16", [128])
+
+    model_id = f"vramtui-test/Qwen2.5-0.5B-GPTQ-Int{bits}"
+    files: dict[str, VirtualSafetensors | bytes] = {
+        "config.json": json.dumps(config).encode(),
+        "model.safetensors": VirtualSafetensors.from_tensors(list(stored_tensors(config))),
+    }
+    hub.add(FakeRepo(model_id, COMMIT, files))
+    found = resolve_model_ref(ModelRef(id=model_id))
+    assert found.arch.param_count == transformers_count(config)
+    data = files["model.safetensors"].data_bytes
+    assert found.checkpoint.total_bytes == data
+    assert main(["estimate", "--model", model_id, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["weights_only_bytes"] == data
