@@ -203,7 +203,7 @@ def test_the_list_spans_the_families_kinds_and_a_hundred_ids():
     assert len(MODELS) >= 100 and len(BY_ID) == len(MODELS)  # no id twice
     assert {m["kind"] for m in MODELS} <= KINDS
     kinds = {m["kind"] for m in MODELS}
-    assert {"base", "instruct", "awq", "bnb", "fp8", "mxfp4", "gguf"} <= kinds
+    assert {"base", "instruct", "awq", "gptq", "bnb", "fp8", "mxfp4", "gguf"} <= kinds
     families = {m["family"] for m in MODELS}
     for family in (
         "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2",
@@ -313,3 +313,21 @@ def test_a_gptq_repository_is_sized_at_its_stored_bytes(hub, bits, capsys):
     assert found.checkpoint.total_bytes == data
     assert main(["estimate", "--model", model_id, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["weights_only_bytes"] == data
+
+
+def test_gptq_stored_bytes_match_the_published_file_size(hub):
+    """Qwen/Qwen2.5-Coder-1.5B-Instruct-GPTQ-Int4 publishes one model.safetensors of
+    1,149,862,960 B (the Hub's blob list, quoted with its URL in the TOML note). Worked by hand
+    from AutoGPTQ's packing, per layer: qweight sum(in x out)/2 = 46,792,704 / 2 = 23,396,352 B,
+    scales 731,136 B, qzeros 182,784 B, g_idx 18,176 x 4 = 72,704 B, q/k/v biases 4,096 B, two
+    norms 6,144 B: 24,393,216 B x 28 = 683,010,048 B; plus the tied fp16 embedding 151,936 x
+    1,536 x 2 = 466,747,392 B and the final norm 3,072 B = 1,149,760,512 B of tensors. The
+    file's other 102,448 B are its 8-byte length and JSON header (926 tensor entries)."""
+    entry = BY_ID["Qwen/Qwen2.5-Coder-1.5B-Instruct-GPTQ-Int4"]
+    _serve(hub, entry)
+    found = resolve_model_ref(ModelRef(id=entry["id"]))
+    assert found.checkpoint.total_bytes == 1_149_760_512
+    published = 1_149_862_960
+    header = published - found.checkpoint.total_bytes
+    assert 0 < header < 926 * 200  # a header of about 110 B per entry, never weights
+    assert found.arch.param_count == transformers_count(config_of(entry))
