@@ -273,3 +273,35 @@ def test_progress_bar_with_a_loss_is_training():
         "    return forward_call(*args, **kwargs)\n" + TORCH_2X + "\n"
     )
     assert phase(text) == "train_forward"
+
+
+# ------------------------------------------------------------------------------ fold B rules
+
+
+def test_project_evaluation_code_by_its_path_is_evaluation():
+    text = (
+        '  File "rfdetr/evaluation/matching.py", line 44, in _compute_mask_iou\n'
+        "    inter = masks_a @ masks_b.T\n" + TORCH_2X + "\n"
+    )
+    assert phase(text) == "other"
+
+
+def test_an_installed_package_named_evaluation_is_not_the_project_loop():
+    text = (
+        '  File "/env/site-packages/lib/evaluation/x.py", line 44, in helper\n'
+        "    inter = masks_a @ masks_b.T\n" + TORCH_2X + "\n"
+    )
+    assert phase(text) == "unknown"
+
+
+def test_command_line_in_markdown_bold():
+    text = "**python scripts/inference-long.py configs/sample.py --num-frames 32**\n" + TORCH_2X
+    assert phase(text) == "generate"
+
+
+def test_a_server_line_that_says_loading_failed_is_load():
+    text = (
+        "Model 'llm' loading failed with error: Internal: unexpected error when creating "
+        "modelInstanceState: CUDA runtime error in ::cudaMalloc: cudaErrorMemoryAllocation"
+    )
+    assert phase(text) == "load"

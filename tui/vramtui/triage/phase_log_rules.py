@@ -133,7 +133,9 @@ EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "load",
-        re.compile(r"\bcould not be loaded\b|\b[Ff]ailed to load (?:the )?model\b", _A),
+        re.compile(
+            r"\bcould not be loaded\b|\b[Ff]ailed to load (?:the )?model\b|\bloading failed\b", _A
+        ),
         "the error line says the model could not be loaded",
     ),
     # An application's own sentence around the framework's message names the step.
@@ -375,7 +377,7 @@ AFTER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 # `CUDA_VISIBLE_DEVICES=0 python scripts/run_inference.py`. The script's name says what the job
 # does (a training run names no step: see `phase._training_step`).
 _RE_LAUNCH = re.compile(
-    r"(?:^|[\s!$>#;&|(])(?:python[\d.]{0,4}(?:\.exe)?|py|accelerate(?:\.exe)? launch|torchrun|"
+    r"(?:^|[\s!$>#;&|(*`])(?:python[\d.]{0,4}(?:\.exe)?|py|accelerate(?:\.exe)? launch|torchrun|"
     r"deepspeed|srun|mpirun|horovodrun|colossalai run)\s[^\n]{0,300}?"
     r"(?:^|[\s/\\=])(?P<script>[A-Za-z_][\w-]{0,80})\.py\b",
     _A,

@@ -342,7 +342,14 @@ _TRAIN_CONTEXT_FUNCS = _set(
 # finetune_lora.py, pretrain.py. A model called from it, with no backward or optimizer frame
 # below and no evaluation or loading frame, is the training forward.
 _TRAIN_SCRIPT = re.compile(
-    r"(?:^|[/\\_])(?:train|training|finetune|fine_tune|pretrain)(?:_\w{0,40})?\.py$", _A
+    r"(?:^|[/\\_])(?:train|training|finetune|fine_tune|pretrain|sft|dpo|rlhf|grpo|ppo)"
+    r"(?:_\w{0,40})?\.py$",
+    _A,
+)
+# A project's evaluation code by where it lives: an evaluation/ or evaluator package, an
+# eval.py / evaluation.py module (rfdetr/evaluation/matching.py, tools/evaluator.py).
+_EVAL_PATH = re.compile(
+    r"/(?:evaluation|evaluator|evaluators)(?:/|\.py$)|/eval(?:uation)?\.py$", _A
 )
 # A function named for inference: transcribe_mic, predict_image, infer_batch, run_inference,
 # model_generate. Not "generate_" or "sample_" first: training code generates anchors and masks
@@ -647,6 +654,14 @@ def classify_frame(fr: Frame) -> Rule | None:
             "train_forward",
             "context",
             "a training loop; no backward or optimizer frame is below it, so the forward pass",
+            False,
+        )
+    if _EVAL_PATH.search(file) and "site-packages/" not in file and "dist-packages/" not in file:
+        return (
+            "other",
+            "context",
+            "the project's evaluation code (by its path): the evaluation loop, not a training "
+            "or generation step",
             False,
         )
     if _INFER_NAME.search(func):
