@@ -11,13 +11,20 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
 - `held_out_2` (round 2): reports from repositories new to the corpus, collected and labelled
   after that measurement, before the reader ran on them. Measured once, on 2026-12-03 (results
   `triage-corpus-2026-12-03-round2.md`), then spent: it joined tuning for round 3;
-- `held_out_3` (round 3): the same again, collected after the round-2 measurement. Never tuned on.
+- `held_out_3` (round 3): the same again, collected after the round-2 measurement. Measured
+  once, on 2026-12-03 (results `triage-corpus-2026-12-03-round3.md`), then spent: it joined
+  tuning for round 4.
 
-`--half tuning` is every spent half: development, held_out and held_out_2.
+`--half tuning` is every spent half: development, held_out, held_out_2 and held_out_3.
+
+`--fold a|b` keeps one fold of what `--half` selects, split by repository: fold `a` holds the
+repositories whose sha256(lowercase "owner/name") is even, fold `b` the odd ones. Tune on one
+fold's misses and measure the other before and after: that is the estimate of how the rules
+transfer to repositories never looked at.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
         [--half development|held_out|held_out_2|held_out_3|tuning|both|all]
-        [--out bench/results] [--no-write] [--misses N]
+        [--fold a|b] [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
 
@@ -40,6 +47,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import hashlib
 import json
 import sys
 import time
@@ -57,7 +65,7 @@ STAGES_READER_LACKS = {"eval": "other", "save": "other"}
 HALVES = ("development", "held_out", "held_out_2", "held_out_3")
 # Named pools of halves: what `--half` accepts besides a single half.
 POOLS = {
-    "tuning": ("development", "held_out", "held_out_2"),
+    "tuning": ("development", "held_out", "held_out_2", "held_out_3"),
     "both": ("development", "held_out"),
     "all": HALVES,
 }
@@ -76,6 +84,12 @@ def load_corpus(root: Path = CORPUS) -> tuple[list[dict], dict[str, str]]:
         data["id"] = path.stem
         reports.append(data)
     return reports, half_of
+
+
+def fold_of(repository: str) -> str:
+    """`a` when sha256 of the lowercase "owner/name" is even, `b` when odd."""
+    digest = hashlib.sha256(repository.lower().encode("utf-8")).digest()
+    return "a" if digest[-1] % 2 == 0 else "b"
 
 
 def stage_right(label: dict, said: str) -> bool:
@@ -229,6 +243,7 @@ def render(summaries: dict[str, dict], miss_lines: dict[str, list[str]], limit: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--half", choices=(*HALVES, *POOLS), default="both")
+    parser.add_argument("--fold", choices=("a", "b"), help="one fold of the selection")
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--misses", type=int, default=400, help="misses listed per half")
@@ -247,7 +262,12 @@ def main(argv: list[str] | None = None) -> int:
         groups = {args.half: (args.half,)}
     summaries, miss_lines, detail = {}, {}, {}
     for half, members in groups.items():
-        results = [score_one(r) for r in reports if half_of[r["repository"]] in members]
+        chosen = [r for r in reports if half_of[r["repository"]] in members]
+        if args.fold:
+            chosen = [r for r in chosen if fold_of(r["repository"]) == args.fold]
+        results = [score_one(r) for r in chosen]
+        if args.fold:
+            half = f"{half} fold {args.fold}"
         summaries[half] = summarise(results)
         miss_lines[half] = misses(results)
         detail[half] = results

@@ -36,10 +36,10 @@ FIGURE_KEYS = (
 
 _A = re.ASCII
 # A quantity as the frameworks print it: "20.00 MiB", "79.19GiB", "512 bytes", "1,024.5 MB".
-_Q = r"(?<![-\d.,])(\d[\d,]{0,24}(?:\.\d{1,12})?\s?(?:[KMGTkmgt]i?B|bytes|B))\b"
+_Q = r"(?<![-\d.,])(\d[\d,]{0,24}(?:\.\d{1,12})?\s?(?:[KMGTkmgt]i?B|[Bb]ytes|B))\b"
 _N = r"(?<![-\d.,])(\d{1,3}(?:,\d{3}){1,8}(?![\d,])|\d{1,24})"  # an integer, thousands separators allowed
 # A size with a bare 1024-based suffix, as XLA prints it ("11.35G", "512M"): read as KiB..TiB.
-_BARE = r"(?<![-\d.,])(\d{1,9}(?:\.\d{1,6})?[KMGT])(?![\w.])"
+_BARE = r"(?<![-\d.,])(\d{1,9}(?:\.\d{1,6})?[KMGT])(?!\w|\.\w)"  # "31.06M." ends a sentence
 
 
 # ------------------------------------------------------------------------------ facts
@@ -143,6 +143,8 @@ _OTHER_PROCESS = ascii_re(r"\bProcess (\d{1,10}) has " + _Q + r" memory in use")
 
 
 def read_torch(text: str, f: Facts) -> None:
+    # Markdown emphasis a reporter put around a figure ("has **17179869184.00 GiB** memory")
+    text = text.replace("**", "").replace("__", "")
     _fields(text, f, _TORCH_FIELDS)
     m = _TORCH_GPU.search(text)
     if m:
@@ -409,7 +411,10 @@ def read_fraction(text: str, f: Facts) -> None:
 # where both are printed ("2.12G (2282521344 bytes)", "(rounded to 1073741824)") the exact one
 # is read.
 _XLA_EXACT = (
-    ("tried_to_allocate_bytes", ascii_re(r"\(rounded to (\d{1,20})\)")),
+    # the request itself, when printed as a byte count (Intel's ITEX allocator: "trying to
+    # allocate 10529419660 Bytes (rounded to 10529419776 Bytes)"): the rounding is the pool's
+    ("tried_to_allocate_bytes", ascii_re(r"trying to allocate (\d{1,20}) [Bb]ytes\b")),
+    ("tried_to_allocate_bytes", ascii_re(r"\(rounded to (\d{1,20})(?: [Bb]ytes)?\)")),
     ("tried_to_allocate_bytes", ascii_re(r"failed to allocate \S{1,24} \((\d{1,20}) bytes\)")),
     (
         "tried_to_allocate_bytes",
@@ -417,7 +422,7 @@ _XLA_EXACT = (
     ),
 )
 _XLA_FIELDS = (
-    ("tried_to_allocate_bytes", ascii_re(r"ran out of memory trying to allocate " + _Q)),
+    ("tried_to_allocate_bytes", ascii_re(r"[Rr]an out of memory trying to allocate " + _Q)),
     ("tried_to_allocate_bytes", ascii_re(r"[Oo]ut of memory while trying to allocate " + _Q)),
     ("tried_to_allocate_bytes", ascii_re(r"[Oo]ut of memory allocating " + _Q)),
     ("tried_to_allocate_bytes", ascii_re(r"Failed to allocate request for " + _Q)),
@@ -425,7 +430,7 @@ _XLA_FIELDS = (
     # bottom of memory. ... There are 12.18G free, 0B reserved, and 10.52G reservable."
     (
         "tried_to_allocate_bytes",
-        ascii_re(r"(?:Attempting to reserve|Failed to allocate request for) " + _BARE),
+        ascii_re(r"(?:Attempting to (?:reserve|allocate)|Failed to allocate request for) " + _BARE),
     ),
     ("free_bytes", ascii_re(r"There are " + _BARE + r" free")),
 )
@@ -474,6 +479,10 @@ _EXACT_BYTES = (
         "tried_to_allocate_bytes",
         ascii_re(r"Cannot allocate (\d{1,20}) bytes: no memory"),
     ),  # tinygrad
+    # a driver call's own failure ("cuMemAllocAsync failed to allocate 1225195446464 bytes"),
+    # a device runtime's ("Not enough space to allocate 204800000 B DRAM buffer")
+    ("tried_to_allocate_bytes", ascii_re(r"\bfailed to allocate (\d{1,20}) bytes\b")),
+    ("tried_to_allocate_bytes", ascii_re(r"\bspace to allocate (\d{1,20}) B\b")),
 )
 _ORT_GPU = ascii_re(r"; GPU=(\d{1,3})\b")
 

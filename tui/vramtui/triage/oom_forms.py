@@ -66,6 +66,7 @@ FRAMEWORKS = (
     "mlx",
     "vulkan",
     "tinygrad",
+    "nnabla",
 )
 # Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
 # PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
@@ -435,14 +436,17 @@ FORMS: tuple[Form, ...] = (
         "xla_bfc",
         # the retried form ("... with freed_by_count=0. The caller indicates that this is not
         # a failure ...") is a warning, not a failure
+        # also Intel's ITEX ("Allocator ran out of memory trying to allocate 117964800 Bytes")
+        # and TensorFlow 1.x's bfc_allocator.cc ("Ran out of memory trying to allocate
+        # 144.00MiB.  See logs for memory state.")
         ascii_re(
-            r"Allocator \(GPU_\d{1,3}_bfc\) ran out of memory trying to allocate "
+            r"(?:\bAllocator (?:\(\w{1,40}\) )?r|\bR)an out of memory trying to allocate \d"
             r"(?![^\n]{0,300}not a failure)"
         ),
         "allocation",
         _xla_family,
         read_xla,
-        keys=("_bfc) ran out of memory",),
+        keys=("an out of memory trying to allocate",),
     ),
     Form(
         "xla_driver",
@@ -457,7 +461,7 @@ FORMS: tuple[Form, ...] = (
         "xla_exhausted",
         ascii_re(
             r"(?:RESOURCE_EXHAUSTED|Resource exhausted): {0,4}(?:[Oo]ut ?(?:of memory)?\s*$|"
-            r"[Oo]ut of memory|Failed to allocate request|Attempting to reserve \d)"
+            r"[Oo]ut of memory|Failed to allocate request|Attempting to (?:reserve|allocate) \d)"
         ),
         "allocation",
         _xla_family,
@@ -579,7 +583,7 @@ FORMS: tuple[Form, ...] = (
         ),
         "allocation",
         _cuda_or_hip,
-        read_nothing,
+        read_exact_bytes,
         keys=("MemoryAllocation", "OUT_OF_MEMORY", "out of memory", "OutOfMemory"),
     ),
     Form(
@@ -624,15 +628,42 @@ FORMS: tuple[Form, ...] = (
         # PyTorch 1.x's parenthesised message with its head cut off by the paste: the line starts
         # at "Tried to allocate X (GPU N; Y total capacity; ...". Only at the start of a line: the
         # same words after an XPU platform's block-size refusal are not exhausted memory.
+        # Or only its parenthesis is left, quoted in prose: "(GPU 0; 31.75 GiB total capacity;
+        # 20.61 GiB already allocated; ..." (a size just before it is the XPU refusal's).
         ascii_re(
             r"^\s{0,8}Tried to allocate \d[\d.,]{0,24}\s?[KMGT]i?B \((?:GPU|XPU|HIP) {1,3}\d{1,4}; "
-            r"[^\n]{0,40}total ?capac"
+            r"[^\n]{0,40}total ?capac|(?<!B )\((?:GPU|XPU|HIP) {1,3}\d{1,4}; \d[\d.,]{0,24}\s?"
+            r"[KMGT]i?B total ?capac\w{1,4}; \d[\d.,]{0,24}\s?[KMGT]i?B already allocated"
         ),
         "allocation",
         "pytorch",
         read_torch,
         end=ascii_re(r"(?:by Py[Tt]orch|cached|inactive)\)\s*$"),
-        keys=("Tried to allocate",),
+        keys=("Tried to allocate", "already allocated"),
+    ),
+    Form(
+        "nnabla",
+        # nnabla's caching allocator gives up after freeing its cache and retrying once
+        ascii_re(r"^\s{0,8}Failed to allocate again\.?\s*$"),
+        "allocation",
+        "nnabla",
+        read_nothing,
+        keys=("allocate again",),
+    ),
+    Form(
+        "device_out_of_memory",
+        # a device runtime's own sentence: "Out of Memory: Not enough space to allocate
+        # 204800000 B DRAM buffer across 12 banks" (not the kernel's "Out of memory: Killed
+        # process", which names no allocation)
+        ascii_re(
+            r"(?:^|[:\]]\s{1,4})Out [Oo]f [Mm]emory: {1,4}[^\n]{0,80}?\ballocate \d{1,20}\s?"
+            r"(?:[KMGT]i?B|B|bytes)\b"
+        ),
+        "allocation",
+        _generic,
+        read_exact_bytes,
+        exception_prefix=False,
+        keys=("ut of Memory:", "ut of memory:", "ut Of Memory:"),
     ),
     Form(
         "tinygrad_device",

@@ -37,6 +37,7 @@ from vramtui.triage.tracebacks import (
     TB_HEADER,
     Frame,
     collect_frames,
+    collect_frames_after,
     parse_header,
 )
 
@@ -98,6 +99,16 @@ def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
             event_idx -= 1
     frames = collect_frames(log, event_idx, 0)
     verdict = _from_frames(frames, log)
+    if verdict is None or verdict[1] == "weak":
+        # The frames above the error say nothing (only the model's own layers): a traceback
+        # printed after it (the message quoted first, a chained exception) holds the outer
+        # frames of the same failure.
+        seen = {fr.header_no for fr in frames}
+        after = [fr for fr in collect_frames_after(log, event_idx) if fr.header_no not in seen]
+        found = _from_frames(after, log) if after else None
+        if found is not None and found[1] != "weak":
+            verdict = found
+            frames = after + frames
     if verdict is not None and verdict[1] == "context" and verdict[0].phase == "train_forward":
         if any(rules.is_graph_training_frame(fr) for fr in frames):
             # Keras / TensorFlow: the step is one graph call; only the failed op's name tells.
@@ -130,6 +141,9 @@ def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
     found = _from_training_script(headed, log)
     if found:
         return found
+    found = _from_engine_frames(headed, log)
+    if found:
+        return found
     if headed:
         return _unknown(
             f"no frame of the {len(headed)}-frame traceback names a load, "
@@ -152,6 +166,28 @@ def _from_training_script(frames: list[Frame], log: CleanLog) -> PhaseVerdict | 
             (
                 "a training script (by its file name) runs the model and the traceback ends "
                 "in its forward, with no backward, optimizer, evaluation or loading frame"
+            ),
+            False,
+        ),
+        log,
+    )
+
+
+def _from_engine_frames(frames: list[Frame], log: CleanLog) -> PhaseVerdict | None:
+    """Last resort: the traceback runs in a serving engine's code (vLLM, SGLang, TGI...) and
+    nothing says it was starting up (no start-up frame, no start-up log line): the engine was
+    running a request's forward."""
+    inside = [fr for fr in frames if rules.is_engine_frame(fr)]
+    if not inside or any(rules.is_startup_frame(fr) for fr in frames):
+        return None
+    return _frame_verdict(
+        inside[-1],
+        (
+            "generate",
+            "weak",
+            (
+                "the traceback runs in a serving engine's code, and no frame or log line says "
+                "the engine was starting up: serving a request"
             ),
             False,
         ),

@@ -133,7 +133,9 @@ EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "load",
-        re.compile(r"\bcould not be loaded\b|\b[Ff]ailed to load (?:the )?model\b", _A),
+        re.compile(
+            r"\bcould not be loaded\b|\b[Ff]ailed to load (?:the )?model\b|\bloading failed\b", _A
+        ),
         "the error line says the model could not be loaded",
     ),
     # An application's own sentence around the framework's message names the step.
@@ -213,7 +215,9 @@ def event_line_rule(text: str) -> tuple[str, str] | None:
 _RE_MMCV_BAR = re.compile(r"\] {0,3}\d{1,9}/\d{1,9}, [\d.]{1,12} task/s", _A)
 _RE_TRAINING_LINE = re.compile(
     r"\*{3,} Running training \*{3,}|\{'loss': |'train_loss'|\bEpoch:? ?\[?\d{1,6}\b|"
-    r"\bEpoch \(train\)|\btrain: +\d|\bIter ?\[\d",
+    r"\bEpoch \(train\)|\btrain: +\d|\bIter ?\[\d|"
+    # a progress bar that reports a loss (tqdm's postfix), or one named for training
+    r"(?:it/s|s/it)[^\n]{0,200}\b(?:train_)?loss[=:] ?-?\d|\b(?:Training|Train):? {0,3}\d{1,3}%",
     _A,
 )
 _RE_COMFY_NODE = re.compile(
@@ -257,6 +261,26 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
             re.IGNORECASE | _A,
         ),
         "the log was loading the model (or creating the device it loads onto)",
+    ),
+    (
+        "load",
+        re.compile(
+            r"^(?:> )?initializing model parallel\b|\bLoading (?:the )?(?:model|weights|checkpoint)\b",
+            re.IGNORECASE | _A,
+        ),
+        "the log was setting the model up (model-parallel groups, loading its weights)",
+    ),
+    (
+        "generate",
+        # a progress bar named for an inference step: "Sampling: 40%|", "Generating 3/50",
+        # "DDIM Sampler: 12%", "Transcribing 12/80"; or a speech job that says it transcribes
+        re.compile(
+            r"^\s{0,4}(?:\w{1,20} )?(?:Sampling|Sampler|Generating|Denoising|Predicting|"
+            r"Inferenc\w{1,3}|Transcribing|Synthesi[sz]ing|Decoding)\b:?[^\n]{0,60}?"
+            r"(?:\d{1,3}%|\b\d{1,6}/\d{1,6}\b)|\btranscribing in\b|\bTranscribing\b",
+            _A,
+        ),
+        "the log was running inference (a sampling, generation or transcription progress bar)",
     ),
     (
         "generate",
@@ -346,6 +370,75 @@ AFTER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 
+# ------------------------------------------------------------------------------ command lines
+
+# A shell command that starts a Python script: `python train.py`, `!python3 tools/test.py`,
+# `accelerate launch finetune_lora.py`, `torchrun --nproc_per_node 8 pretrain.py`,
+# `CUDA_VISIBLE_DEVICES=0 python scripts/run_inference.py`. The script's name says what the job
+# does (a training run names no step: see `phase._training_step`).
+_RE_LAUNCH = re.compile(
+    r"(?:^|[\s!$>#;&|(*`])(?:python[\d.]{0,4}(?:\.exe)?|py|accelerate(?:\.exe)? launch|torchrun|"
+    r"deepspeed|srun|mpirun|horovodrun|colossalai run)\s[^\n]{0,300}?"
+    r"(?:^|[\s/\\=])(?P<script>[A-Za-z_][\w-]{0,80})\.py\b",
+    _A,
+)
+_TRAIN_WORDS = frozenset(
+    ("train", "training", "trainer", "finetune", "finetuning", "pretrain", "pretraining")
+    + ("sft", "dpo", "ppo", "grpo", "rlhf", "distill")
+)
+_INFER_WORDS = frozenset(
+    ("infer", "inference", "generate", "generation", "gen", "sample", "sampling", "sampler")
+    + ("predict", "prediction", "demo", "chat", "txt2img", "img2img", "synthesize", "synthesis")
+    + ("tts", "transcribe", "inpaint", "inpainting", "denoise", "test", "eval", "evaluate")
+    + ("evaluation",)
+)
+# A command-line tool's sub-command that trains or serves: `llamafactory-cli train x.yaml`,
+# `swift sft`, `tune run lora_finetune_single_device`, `mlx_lm.generate`, `ollama run`.
+_RE_TOOL = re.compile(
+    r"(?:^|[\s!$>#;&|(])(?:llamafactory-cli (?P<lf>train|chat|webchat|api|eval)|"
+    r"swift (?P<swift>sft|pt|rlhf|infer|deploy)|tune run (?P<tune>[\w-]{1,80})|"
+    r"mlx_lm[.\s](?P<mlx>generate|lora|fuse|chat|server))\b",
+    _A,
+)
+
+
+def _words(name: str) -> set[str]:
+    return {w for w in re.split(r"[^a-z]+", name.lower()) if w}
+
+
+def command_rule(text: str) -> tuple[str, str] | None:
+    """(phase, reason) from a command line that starts the job: a training script or an
+    inference one, by its name. An evaluation script run on its own is inference too (the
+    `eval` stage is an evaluation loop inside a training run)."""
+    text = text[:1_000]
+    m = _RE_TOOL.search(text)
+    if m:
+        sub = next(g for g in m.groups() if g)
+        train = bool(_words(sub) & (_TRAIN_WORDS | {"lora", "pt", "fuse"}))
+        if train:
+            return (
+                "train_forward",
+                f"the command line starts a training run ({m.group(0).strip()})",
+            )
+        return ("generate", f"the command line starts inference or serving ({m.group(0).strip()})")
+    m = _RE_LAUNCH.search(text)
+    if not m:
+        return None
+    script = m["script"]
+    words = _words(script)
+    if words & _TRAIN_WORDS:
+        return ("train_forward", f"the command line starts a training script ({script}.py)")
+    if words & _INFER_WORDS:
+        return (
+            "generate",
+            (
+                f"the command line starts an inference script ({script}.py): generation, "
+                "sampling or prediction, no training"
+            ),
+        )
+    return None
+
+
 def comfy_node_rule(text: str) -> tuple[str, str] | None:
     m = _RE_COMFY_NODE.search(text)
     if not m:
@@ -368,7 +461,7 @@ def log_line_rule(text: str) -> tuple[str, str] | None:
     for phase, pattern, why in LOG_RULES:
         if pattern.search(text):
             return (phase, why)
-    return None
+    return command_rule(text)
 
 
 def is_inference_progress(text: str) -> bool:

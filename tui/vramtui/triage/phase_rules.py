@@ -276,6 +276,19 @@ _WRAP_FUNCS = _set(
     "_prepare_one",
     "_prepare_fsdp",
 )
+# A function named only for validation once its underscores are gone: a trainer's private
+# `__val` / `_eval` / `_valid` step.
+_EVAL_BARE = _set("val", "eval", "valid", "validation", "validate", "evaluate")
+# A function named for loading weights, in any case convention: loadCheckpoint, load_model_
+# weights, LoadModel, _load_pretrained_weights, restore_checkpoint.
+_LOAD_NAME = re.compile(
+    r"^_{0,2}(?:load|restore)_?(?:from_?)?(?:pretrained_?)?(?:checkpoint|ckpt|model|weights?|"
+    r"state_?dict|shards?|params|parameters)",
+    re.IGNORECASE | _A,
+)
+# A function named for a prefill or decode step of serving: _continuation_prefill,
+# forward_decode, chunked_prefill.
+_SERVE_STEP_NAME = re.compile(r"(?:^|_)(?:prefill|decode)(?:_|$)", _A)
 # A function named for evaluating something: evaluate_predictions, validate_model, test_epoch.
 _EVAL_PREFIX = re.compile(
     r"evaluate_[a-z]|(?:eval|validate|validation|test)_(?:model|epoch|one|loop|step|batch|"
@@ -329,7 +342,14 @@ _TRAIN_CONTEXT_FUNCS = _set(
 # finetune_lora.py, pretrain.py. A model called from it, with no backward or optimizer frame
 # below and no evaluation or loading frame, is the training forward.
 _TRAIN_SCRIPT = re.compile(
-    r"(?:^|[/\\_])(?:train|training|finetune|fine_tune|pretrain)(?:_\w{0,40})?\.py$", _A
+    r"(?:^|[/\\_])(?:train|training|finetune|fine_tune|pretrain|sft|dpo|rlhf|grpo|ppo)"
+    r"(?:_\w{0,40})?\.py$",
+    _A,
+)
+# A project's evaluation code by where it lives: an evaluation/ or evaluator package, an
+# eval.py / evaluation.py module (rfdetr/evaluation/matching.py, tools/evaluator.py).
+_EVAL_PATH = re.compile(
+    r"/(?:evaluation|evaluator|evaluators)(?:/|\.py$)|/eval(?:uation)?\.py$", _A
 )
 # A function named for inference: transcribe_mic, predict_image, infer_batch, run_inference,
 # model_generate. Not "generate_" or "sample_" first: training code generates anchors and masks
@@ -455,6 +475,13 @@ def snippet_rule(code: str) -> tuple[str, str] | None:
     return None
 
 
+def is_engine_frame(fr: Frame) -> bool:
+    """The frame runs inside a serving engine's code (vLLM, SGLang, text-generation-inference,
+    lmdeploy, TensorRT-LLM, a model plug-in under a `vllm/` folder)."""
+    file = fr.file.lower()
+    return bool(fr.func) and any(part in file for part in _ENGINE_FILES)
+
+
 def is_training_script(fr: Frame) -> bool:
     """The frame runs in a training script, by its file name (train.py, finetune_lora.py)."""
     return bool(fr.func) and bool(_TRAIN_SCRIPT.search(fr.file.lower()))
@@ -533,7 +560,7 @@ def classify_frame(fr: Frame) -> Rule | None:
     if is_startup_frame(fr):
         return ("load", "strong", _STARTUP_WHY, False)
     # --- other: evaluation, saving, quantisation, merging, wrapping
-    if func in _EVAL_FUNCS or _EVAL_PREFIX.match(func):
+    if func in _EVAL_FUNCS or _EVAL_PREFIX.match(func) or func.lstrip("_") in _EVAL_BARE:
         return (
             "other",
             "strong",
@@ -586,6 +613,8 @@ def classify_frame(fr: Frame) -> Rule | None:
             "the weights are being loaded, converted or moved to the GPU",
             False,
         )
+    if _LOAD_NAME.match(func):
+        return ("load", "strong", f"a function named for loading weights ({func})", False)
     if func == "__init__" and file.rsplit("/", 1)[-1].endswith("trainer.py"):
         return (
             "load",
@@ -596,6 +625,7 @@ def classify_frame(fr: Frame) -> Rule | None:
     # --- generate
     if (
         func in _GEN_FUNCS
+        or _SERVE_STEP_NAME.search(func)
         or "transformers/generation/" in file
         or "transformers/cache_utils.py" in file
         or "transformers/pipelines/" in file
@@ -624,6 +654,14 @@ def classify_frame(fr: Frame) -> Rule | None:
             "train_forward",
             "context",
             "a training loop; no backward or optimizer frame is below it, so the forward pass",
+            False,
+        )
+    if _EVAL_PATH.search(file) and "site-packages/" not in file and "dist-packages/" not in file:
+        return (
+            "other",
+            "context",
+            "the project's evaluation code (by its path): the evaluation loop, not a training "
+            "or generation step",
             False,
         )
     if _INFER_NAME.search(func):

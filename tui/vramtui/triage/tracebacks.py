@@ -96,6 +96,8 @@ def _in_block(lines: Sequence[str], i: int, below_header: bool) -> bool:
     text = lines[i]
     if text.strip() == "" or _TB_MISC.match(text) or parse_header(text):
         return True
+    if _ELISION.match(text):  # a paste that cut frames out: "..." on a line of its own
+        return True
     # An unindented code line right under its header (PyInstaller, ComfyUI's old reports)
     return below_header
 
@@ -165,6 +167,19 @@ def _block_after(lines: Sequence[str], event_idx: int) -> list[int]:
     return block if any(parse_header(lines[k]) for k in block) else []
 
 
+def collect_frames_after(log: CleanLog, event_idx: int) -> list[Frame]:
+    """The frames of a traceback printed AFTER the error line (within MESSAGE_FIRST_GAP lines):
+    the outer frames of the same failure when the paste shows the message first, or a chained
+    exception raised from the frames that caught it. Those outer frames say which step was
+    running (a training loop's validation, a `loss.backward()` call) when the frames above
+    the error are only the model's own layers."""
+    lines = log.lines
+    if not 0 <= event_idx < len(lines):
+        return []
+    block = _block_after(lines, event_idx)
+    return _frames_of(block, lines) if block else []
+
+
 def _orphan_code(block: list[int], lines: Sequence[str]) -> list[Frame]:
     """The code line nearest the error when no header is left above it."""
     for j in reversed(block):
@@ -204,7 +219,9 @@ def _frames_of(block: list[int], lines: Sequence[str]) -> list[Frame]:
                     code, code_no = m["code"].strip(), k
                     break
                 continue
-            if nxt.strip() and not _CARET.match(nxt):
+            if not nxt.strip() and k - j <= 2:
+                continue  # a double-spaced paste: a blank line between header and code
+            if nxt.strip() and not _CARET.match(nxt) and not _ELISION.match(nxt):
                 code, code_no = nxt.strip(), k
             break
         frames.append(Frame(file=file, func=func, code=code, header_no=j, code_no=code_no))
