@@ -13,7 +13,9 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   `triage-corpus-2026-12-03-round2.md`), then spent: it joined tuning for round 3;
 - `held_out_3` (round 3): the same again, collected after the round-2 measurement. Measured
   once, on 2026-12-03 (results `triage-corpus-2026-12-03-round3.md`), then spent: it joined
-  tuning for round 4.
+  tuning for round 4;
+- `held_out_4` (round 4): the same again, collected while round 4 was tuned (on the four spent
+  halves only). Measured once, on 2026-12-03 (results `triage-corpus-2026-12-03-round4.md`).
 
 `--half tuning` is every spent half: development, held_out, held_out_2 and held_out_3.
 
@@ -23,7 +25,7 @@ fold's misses and measure the other before and after: that is the estimate of ho
 transfer to repositories never looked at.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
-        [--half development|held_out|held_out_2|held_out_3|tuning|both|all]
+        [--half development|held_out|held_out_2|held_out_3|held_out_4|tuning|both|all]
         [--fold a|b] [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
@@ -62,7 +64,7 @@ from vramtui.triage.reader import FIGURE_KEYS, read_log  # noqa: E402
 
 CORPUS = REPO / "tests" / "triage_corpus"
 STAGES_READER_LACKS = {"eval": "other", "save": "other"}
-HALVES = ("development", "held_out", "held_out_2", "held_out_3")
+HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4")
 # Named pools of halves: what `--half` accepts besides a single half.
 POOLS = {
     "tuning": ("development", "held_out", "held_out_2", "held_out_3"),
