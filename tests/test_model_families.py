@@ -299,13 +299,13 @@ def test_mamba_has_state_and_no_kv_cache_and_says_why_activations_are_unknown(ar
 
 
 @pytest.mark.parametrize("name", ["bert-base-uncased", "t5-small", "whisper-tiny"])
-def test_encoders_weights_estimated_activations_unknown_with_reason(archs, name):
-    items, _ = _inference(archs[name], concurrency=1, prompt=128, generated=1)
+def test_encoders_weights_and_activations_estimated_under_encoder_formulas(archs, name):
+    items, est = _inference(archs[name], concurrency=1, prompt=128, generated=1)
     weights = [i for i in items.values() if i.category == "weights"]
     assert weights and all(i.status != UNKNOWN for i in weights)
-    act = items["activations.inference"]
-    assert act.status == UNKNOWN and "encoder" in act.basis
-    assert items["kv_cache"].status == UNKNOWN and "encoder" in items["kv_cache"].basis
+    assert items["activations.inference"].status == ESTIMATED
+    assert items["kv_cache"].status == ESTIMATED
+    assert any("encoder formulas" in n for n in est.notes)
 
 
 def test_mllama_cross_attention_layers_hold_no_text_kv(archs):

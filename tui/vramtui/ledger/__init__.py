@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vramtui.ledger import encoders
 from vramtui.ledger.activations import inference_items, training_items
 from vramtui.ledger.context import LedgerContext
 from vramtui.ledger.items import (
@@ -64,15 +65,19 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
             "check that assumption"
         )
     else:
+        encoder = encoders.shape_of(arch) is not None and not llama_cpp
         if ctx.is_training:
             items += untied_head_items(ctx)
             items += training_state_items(ctx)
-            items += training_items(ctx)
+            items += encoders.training_items(ctx) if encoder else training_items(ctx)
             items += fsdp_frozen_items(ctx, items)
             items += dequantised_head_items(ctx)
         elif llama_cpp:
             items += kv_cache_items(ctx)
             items.append(compute_buffer_item(ctx))
+        elif encoder:
+            items += encoders.kv_items(ctx)
+            items += encoders.inference_items(ctx)
         else:
             items += kv_items(ctx)
             items += inference_items(ctx)
@@ -102,6 +107,7 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
         notes.append(ctx.framework.summary())
     if arch is not None:
         notes[:0] = architecture_notes(arch)
+        notes += encoders.length_warnings(ctx)
     stored_note = _stored_format_note(spec, arch)
     if stored_note:
         notes.append(stored_note)

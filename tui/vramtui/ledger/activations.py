@@ -590,8 +590,8 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
     """
     from vramtui.ledger.training import gradient_parts, gradients_appear_in_backward
 
-    if ctx.arch is None or ctx.pp > 1:
-        return None
+    if ctx.arch is None or ctx.pp > 1 or getattr(ctx.arch.derived, "encoder", None):
+        return None  # encoder families: the gradients are counted whole at the backward
     g = gradient_parts(ctx)
     if g is None:
         return None

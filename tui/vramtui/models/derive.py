@@ -21,8 +21,9 @@ from pathlib import Path
 
 from vramtui.errors import ModelError
 from vramtui.models.architecture import ModuleShape
+from vramtui.models.encoder_shape import EncoderShape, encoder_shape_of
 
-SCHEMA = 1  # bump when what is cached changes
+SCHEMA = 2  # bump when what is cached changes
 MAX_CACHE_FILES = 512  # oldest entries go first past this many
 MAX_CACHE_FILE_BYTES = 4 * 2**20  # a derived structure is a few KiB; a larger file is not ours
 INSTALL_HINT = "pip install 'vramtui[dryrun]'"
@@ -57,6 +58,9 @@ class DerivedStructure:
     standard_decoder: bool  # attention/state mixer + MLP per layer, KV heads known
     state: RecurrentState | None = None
     notes: tuple[str, ...] = field(default=())
+    # Encoder-only / encoder-decoder families the ledger's encoder formulas follow
+    # (vramtui.models.encoder_shape); None for every other family.
+    encoder: EncoderShape | None = None
 
     @property
     def label(self) -> str:
@@ -101,6 +105,7 @@ def _to_json(d: DerivedStructure) -> str:
 def _from_json(text: str) -> DerivedStructure:
     raw = json.loads(text)
     state = raw.pop("state")
+    encoder = raw.pop("encoder", None)
     return DerivedStructure(
         **{
             **raw,
@@ -110,6 +115,7 @@ def _from_json(text: str) -> DerivedStructure:
             "notes": tuple(raw["notes"]),
         },
         state=RecurrentState(**state) if state else None,
+        encoder=EncoderShape(**encoder) if encoder else None,
     )
 
 
@@ -740,4 +746,7 @@ def _derive(config: dict, source: str) -> DerivedStructure:
         standard_decoder=standard,
         state=state,
         notes=tuple(notes),
+        encoder=encoder_shape_of(hf_config, kind, type(model).__name__)
+        if kind != "decoder"
+        else None,
     )

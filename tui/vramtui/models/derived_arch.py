@@ -77,7 +77,11 @@ def derived_architecture(config: dict, model_id: str, source: str) -> Architectu
         raise ModelError(f"config of {source}: {layers} layers is above vramtui's limit")
     notes: list[str] = []
     activation_unknown = kv_unknown = ""
-    if d.kind != "decoder":
+    if d.kind != "decoder" and d.encoder is not None:
+        from vramtui.ledger.encoders import family_note
+
+        notes.append(family_note(model_type, d.encoder))
+    elif d.kind != "decoder":
         what = "an encoder-only" if d.kind == "encoder" else "an encoder-decoder"
         activation_unknown = (
             f"{model_type} is {what} model ({d.model_class}); the ledger's activation and "
