@@ -266,6 +266,7 @@ def test_gguf_repositories_are_sized_from_the_gguf_header(hub, model_id, capsys)
     ggufs = [f for f in hub.repos[model_id].files.values() if isinstance(f, VirtualGguf)]
     assert len(ggufs) == entry.get("gguf_parts", 1)
     assert found.checkpoint.total_bytes == sum(f.tensor_bytes for f in ggufs)
+    assert hub.weight_requests() == []  # every part's header, and not a byte past it
     # Q4_K_M: mostly Q4_K (Q5_0 where a row of 896 values is not whole 256-value blocks).
     assert found.checkpoint.main_type() == ("Q5_0" if expected < 10**9 else "Q4_K")
 

@@ -328,8 +328,13 @@ def fetch_gguf(client, names: set[str] | None, quant: str | None) -> HubGguf:
             "again",
             "Hub: no file list",
         )
-    if len(names) > MAX_GGUF_FILES * 4:
-        raise _final(f"{repo_id} on the Hub lists {len(names):,} files, too many", "Hub: files")
+    if len(names) > 4 * MAX_GGUF_FILES:
+        raise _final(
+            f"{repo_id} on the Hub lists {len(names):,} files, over vramtui's limit of "
+            f"{4 * MAX_GGUF_FILES:,} for a GGUF repository; download the .gguf file and give "
+            "its path",
+            "Hub: too many files",
+        )
     ggufs = sorted(n for n in names if n.lower().endswith(".gguf"))[:MAX_GGUF_FILES]
     snapshot = gguf_repo_dir(repo_id) / "snapshots" / commit
     _write_listing(snapshot, repo_id, ggufs)
