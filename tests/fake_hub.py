@@ -12,10 +12,10 @@ file without a token, 403 `GatedRepo` with a token that was not granted access, 
 credentials in Authorization header" for an unknown token, 404 `RevisionNotFound` and
 `EntryNotFound`.
 
-Safetensors files are virtual: a real header (8-byte length + JSON) describing tensors whose
-data is never held. Every request is recorded; `weight_requests()` lists those that asked for
-a byte past a file's header, and a plain GET of a whole safetensors file is refused (a sizing
-tool must never download weights).
+Safetensors and GGUF files are virtual: a real header (safetensors: 8-byte length + JSON; GGUF:
+written by the gguf package's GGUFWriter) describing tensors whose data is never held. Every
+request is recorded; `weight_requests()` lists those that asked for a byte past a file's header,
+and a plain GET of a whole weights file is refused (a sizing tool must never download weights).
 """
 
 from __future__ import annotations
@@ -121,6 +121,164 @@ def sharded(tensors, shards: int) -> dict[str, VirtualSafetensors | bytes]:
     return files
 
 
+# --- GGUF files ---------------------------------------------------------------------------------
+
+
+@dataclass
+class VirtualGguf:
+    """A GGUF file of which only the header exists (written by the gguf package's GGUFWriter):
+    its tensor data, from `data_offset` to `size`, is never held."""
+
+    prefix: bytes  # the header: magic, counts, metadata, tensor infos
+    data_offset: int  # the header padded to the alignment
+    size: int
+    tensor_bytes: int  # the tensors' bytes (the data region without its padding)
+
+    @classmethod
+    def write(cls, arch: str, metadata, tensors) -> VirtualGguf:
+        """`metadata(writer)` adds the keys; `tensors` are (name, ggml type name, numpy-order
+        shape: rows first). The data region is laid out as GGUFWriter lays it out."""
+        import tempfile
+
+        import gguf
+        import numpy as np
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "header.gguf"
+            w = gguf.GGUFWriter(str(path), arch)
+            metadata(w)
+            data = exact = 0
+            for name, type_name, shape in tensors:
+                qtype = gguf.GGMLQuantizationType[type_name]
+                block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+                n = 1
+                for d in shape:
+                    n *= d
+                nbytes = n // block * type_size
+                w.add_tensor_info(name, shape, np.dtype(np.float32), nbytes, raw_dtype=qtype)
+                data += nbytes + (-nbytes % w.data_alignment)
+                exact += nbytes
+            w.write_header_to_file()
+            w.write_kv_data_to_file()
+            w.write_ti_data_to_file()
+            w.close()
+            prefix = path.read_bytes()
+        offset = len(prefix) + (-len(prefix) % 32)
+        return cls(prefix, offset, offset + data, exact)
+
+
+# llama.cpp's choice of type per tensor for a file type (llama-quant.cpp
+# llama_tensor_get_type): Q4_K_M stores attn_v and ffn_down of the first and last eighth of the
+# layers and of every third layer between in Q6_K, output.weight in Q6_K, the rest in Q4_K;
+# a row that is not whole 256-value blocks falls back to Q5_0 (for Q4_K) or Q8_0 (for Q6_K).
+# Norms and biases stay F32.
+_FALLBACK = {"Q4_K": "Q5_0", "Q6_K": "Q8_0", "Q5_K": "Q5_1"}
+
+
+def _more_bits(i: int, n: int) -> bool:
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def _qtype(file_type: str, leaf: str, i: int | None, n_layer: int, cols: int) -> str:
+    if file_type == "Q8_0":
+        t = "Q8_0"
+    elif file_type == "F16":
+        t = "F16"
+    elif (
+        leaf == "output"
+        or leaf in ("attn_v", "ffn_down")
+        and i is not None
+        and _more_bits(i, n_layer)
+    ):
+        t = "Q6_K"
+    else:
+        t = "Q4_K"
+    if t in _FALLBACK and cols % 256:
+        t = _FALLBACK[t]
+    return t
+
+
+def llama_cpp_tensors(config: dict, file_type: str = "Q4_K_M") -> list[tuple[str, str, list]]:
+    """(name, ggml type, shape rows-first) of what llama.cpp's converter writes for a
+    Llama-style decoder (llama, mistral, qwen2) of this transformers config, quantised to
+    `file_type` (Q4_K_M, Q8_0 or F16)."""
+    h, n_layer = config["hidden_size"], config["num_hidden_layers"]
+    heads = config["num_attention_heads"]
+    kv = config.get("num_key_value_heads") or heads
+    hd = config.get("head_dim") or h // heads
+    inter, vocab = config["intermediate_size"], config["vocab_size"]
+    bias = config["model_type"] == "qwen2"
+
+    def mat(leaf: str, rows: int, cols: int, i: int | None = None):
+        name = leaf if i is None else f"blk.{i}.{leaf}"
+        return (f"{name}.weight", _qtype(file_type, leaf, i, n_layer, cols), [rows, cols])
+
+    out = [mat("token_embd", vocab, h)]
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        out.append((p + "attn_norm.weight", "F32", [h]))
+        out += [mat("attn_q", heads * hd, h, i), mat("attn_k", kv * hd, h, i)]
+        out.append(mat("attn_v", kv * hd, h, i))
+        if bias:
+            out += [
+                (p + "attn_q.bias", "F32", [heads * hd]),
+                (p + "attn_k.bias", "F32", [kv * hd]),
+                (p + "attn_v.bias", "F32", [kv * hd]),
+            ]
+        out.append(mat("attn_output", h, heads * hd, i))
+        out.append((p + "ffn_norm.weight", "F32", [h]))
+        out += [mat("ffn_gate", inter, h, i), mat("ffn_up", inter, h, i)]
+        out.append(mat("ffn_down", h, inter, i))
+    out.append(("output_norm.weight", "F32", [h]))
+    if not config.get("tie_word_embeddings", False):
+        out.append(mat("output", vocab, h))
+    return out
+
+
+_GGUF_MADE: dict[tuple, list[VirtualGguf]] = {}
+
+
+def llama_cpp_gguf(config: dict, file_type: str = "Q4_K_M", parts: int = 1) -> list[VirtualGguf]:
+    """The GGUF file(s) llama.cpp writes for `config`: the metadata llama.cpp reads
+    (architecture, block count, lengths, heads, context, one token per vocabulary entry) and
+    the tensor infos of `llama_cpp_tensors`; `parts` > 1 splits the tensors as gguf-split does
+    (each part a header of its own, the metadata in the first). Cached for the session."""
+    key = (json.dumps(config, sort_keys=True), file_type, parts)
+    if key in _GGUF_MADE:
+        return _GGUF_MADE[key]
+    arch = "qwen2" if config["model_type"] == "qwen2" else "llama"
+    tensors = llama_cpp_tensors(config, file_type)
+    heads = config["num_attention_heads"]
+    size = -(-len(tensors) // parts)
+
+    def metadata(w, no: int) -> None:
+        if no == 0:
+            w.add_name(config.get("_name_or_path") or config["model_type"])
+            w.add_block_count(config["num_hidden_layers"])
+            w.add_context_length(config.get("max_position_embeddings", 4096))
+            w.add_embedding_length(config["hidden_size"])
+            w.add_feed_forward_length(config["intermediate_size"])
+            w.add_head_count(heads)
+            w.add_head_count_kv(config.get("num_key_value_heads") or heads)
+            w.add_rope_freq_base(float(config.get("rope_theta", 10000.0)))
+            w.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-6)))
+            w.add_tokenizer_model("gpt2" if arch == "qwen2" else "llama")
+            w.add_token_list([b"t%d" % i for i in range(config["vocab_size"])])
+        if parts > 1:
+            w.add_uint16("split.no", no)
+            w.add_uint16("split.count", parts)
+            w.add_int32("split.tensors.count", len(tensors))
+
+    files = [
+        VirtualGguf.write(
+            arch, lambda w, no=no: metadata(w, no), tensors[no * size : (no + 1) * size]
+        )
+        for no in range(parts)
+    ]
+    _GGUF_MADE[key] = files
+    return files
+
+
 # --- repositories -------------------------------------------------------------------------------
 
 
@@ -128,7 +286,7 @@ def sharded(tensors, shards: int) -> dict[str, VirtualSafetensors | bytes]:
 class FakeRepo:
     repo_id: str
     commit: str
-    files: dict[str, VirtualSafetensors | bytes]
+    files: dict[str, VirtualSafetensors | VirtualGguf | bytes]
     refs: dict[str, str] = field(default_factory=dict)  # branch/tag -> commit
     gated: bool = False
 
@@ -204,11 +362,12 @@ class FakeHub:
             self.requests.append(request)
 
     def weight_requests(self) -> list[Request]:
-        """Requests that reached past the header of a safetensors file (none is allowed)."""
+        """Requests that reached past the header of a safetensors or GGUF file (none is
+        allowed): a GGUF file's header ends before its data offset."""
         out = []
         for r in self.requests:
             target = self._file_of(r.path)
-            if not isinstance(target, VirtualSafetensors) or r.method != "GET":
+            if not isinstance(target, (VirtualSafetensors, VirtualGguf)) or r.method != "GET":
                 continue
             if r.range is None or r.range[1] >= len(target.prefix):
                 out.append(r)
@@ -342,6 +501,13 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"X-Repo-Commit": commit, "ETag": f'"{commit[:8]}-{name}"'}
         if isinstance(target, bytes):
             size, read = len(target), lambda a, b: target[a : b + 1]
+        elif isinstance(target, VirtualGguf):
+            size = target.size
+
+            def read(a: int, b: int) -> bytes:  # past the header: zeros, and recorded
+                head = target.prefix[a : b + 1]
+                return head + bytes(b + 1 - a - len(head))
+
         else:
             size = target.size
 
@@ -351,8 +517,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return target.prefix[a : b + 1]
 
         if self._range is None:
-            if self.command == "GET" and isinstance(target, VirtualSafetensors):
-                return self._error(403, message="fake Hub: a whole safetensors file was asked for")
+            if self.command == "GET" and isinstance(target, (VirtualSafetensors, VirtualGguf)):
+                return self._error(403, message="fake Hub: a whole weights file was asked for")
             headers["Content-Type"] = "application/octet-stream"
             self.send_response(200)
             for k, v in headers.items():

@@ -5,8 +5,10 @@ transformers builds from that config on the meta device (for a quantised reposit
 names, dtypes and shapes that method stores). `vramtui estimate --model ID --json` must
 answer, and the parameter count vramtui derives must equal the count of the model transformers
 builds from the same config, independently of vramtui (`sum(p.numel())` on the meta device;
-the logical count for a quantised repository). GGUF repositories are refused with one line
-until vramtui reads GGUF from the Hub.
+the logical count for a quantised repository). A GGUF repository serves its .gguf file as a
+header written by the gguf package's GGUFWriter (llama.cpp's tensor names, the shapes of its
+base config, the Q4_K_M type mix) whose data is never held: vramtui sizes it from that header
+read by range requests, and its parameter count must equal transformers' for the base config.
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from fake_hub import FakeHub, FakeRepo, VirtualSafetensors, sharded
+from fake_hub import FakeHub, FakeRepo, VirtualGguf, VirtualSafetensors, llama_cpp_gguf, sharded
 
 from vramtui.cli import main
-from vramtui.errors import ModelError
 from vramtui.models.registry import _apply_nulls
 from vramtui.models.resolve import resolve_model_ref
 from vramtui.spec import ModelRef
@@ -37,8 +38,8 @@ _DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 _MAX_TENSORS_PER_FILE = 3000
 
 
-def config_of(entry: dict) -> dict | None:
-    where = entry["config"]
+def config_of(entry: dict, key: str = "config") -> dict | None:
+    where = entry[key]
     if not where:
         return None
     path = ROOT / where
@@ -155,7 +156,10 @@ def repo_for(entry: dict) -> FakeRepo:
     if config is not None:
         files["config.json"] = json.dumps(config, indent=2).encode()
     if entry["kind"] == "gguf":
-        files["model-Q4_K_M.gguf"] = b"GGUF" + bytes(60)
+        parts = llama_cpp_gguf(config_of(entry, "base_config"), parts=entry.get("gguf_parts", 1))
+        first = entry["gguf_file"]
+        for no, part in enumerate(parts, start=1):
+            files[first.replace("-00001-of-", f"-{no:05d}-of-")] = part
         return FakeRepo(entry["id"], COMMIT, files)
     tensors = stored_tensors(config)
     shards = -(-len(tensors) // _MAX_TENSORS_PER_FILE)
@@ -254,17 +258,28 @@ def test_resolves_through_the_hub_with_transformers_parameter_count(hub, model_i
 
 
 @pytest.mark.parametrize("model_id", [_param(i) for i in GGUF])
-def test_gguf_repositories_are_refused_with_one_line(hub, model_id):
+def test_gguf_repositories_are_sized_from_the_gguf_header(hub, model_id, capsys):
     entry = BY_ID[model_id]
     _serve(hub, entry)
-    with pytest.raises(ModelError) as info:
-        resolve_model_ref(ModelRef(id=model_id))
-    message = str(info.value)
-    assert "\n" not in message
-    assert model_id in message, message
-    # With or without a config.json beside them, the .gguf files are named, never sized as
-    # an unquantised model from the config.
-    assert "GGUF files only" in message and ".gguf" in message, message
+    found = resolve_model_ref(ModelRef(id=model_id))
+    assert (found.origin, found.commit) == ("hub-gguf", COMMIT)
+    # Sized from the GGUF file (never from a config.json beside it), and the source says which.
+    assert entry["gguf_file"] in found.arch.source
+    expected = transformers_count(config_of(entry, "base_config"))
+    assert sum(t.n_elements for t in found.checkpoint.tensors) == expected
+    assert found.arch.param_count == expected
+    ggufs = [f for f in hub.repos[model_id].files.values() if isinstance(f, VirtualGguf)]
+    assert len(ggufs) == entry.get("gguf_parts", 1)
+    assert found.checkpoint.total_bytes == sum(f.tensor_bytes for f in ggufs)
+    assert hub.weight_requests() == []  # every part's header, and not a byte past it
+    # Q4_K_M: mostly Q4_K (Q5_0 where a row of 896 values is not whole 256-value blocks).
+    assert found.checkpoint.main_type() == ("Q5_0" if expected < 10**9 else "Q4_K")
+
+    assert main(["estimate", "--model", model_id, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    keys = [item["key"] for item in out["items"]]
+    assert any(k.startswith("weights.") and k.endswith(".gguf") for k in keys), keys
+    assert out["weights_only_bytes"] > 0
 
 
 def test_catalogue_ids_still_come_from_the_catalogue_without_the_bypass():

@@ -14,7 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_hub import FakeRepo, VirtualSafetensors, llama_like_tensors, real_config, repo_from_config
+from fake_hub import (
+    FakeRepo,
+    VirtualSafetensors,
+    llama_cpp_gguf,
+    llama_like_tensors,
+    real_config,
+    repo_from_config,
+)
 
 from vramtui.errors import ModelError
 from vramtui.models.checkpoint import MAX_HEADER_BYTES
@@ -303,12 +310,20 @@ def test_repository_without_config_is_named(hub):
         resolve_model_ref(ref("someone/no-config"))
 
 
-def test_gguf_only_repository_names_the_file_to_download(hub):
-    hub.add(FakeRepo("someone/gguf-only", C1, {"model.Q4_K_M.gguf": b"GGUF"}))
-    with pytest.raises(ModelError, match="someone/gguf-only on the Hub holds GGUF files only"):
-        resolve_model_ref(ref("someone/gguf-only"))
-    # No config.json was asked for: the file list said what the repository holds.
-    assert not hub.file_requests("config.json")
+def test_gguf_only_repository_is_sized_from_its_gguf_header_not_its_config(hub):
+    """A repository of GGUF files (with a config.json beside them) is sized from the GGUF
+    file's header: its stored types, never the config's unquantised weights."""
+    config = real_config(QWEN05)
+    [q8] = llama_cpp_gguf(json.loads(config), "Q8_0")
+    hub.add(FakeRepo("someone/gguf-only", C1, {"config.json": config, "model.Q8_0.gguf": q8}))
+    found = resolve_model_ref(ref("someone/gguf-only"))
+    assert (found.origin, found.commit) == ("hub-gguf", C1)
+    assert found.arch.param_count == QWEN05_PARAMS
+    assert found.checkpoint.bytes_by_type()["Q8_0"] == q8.tensor_bytes - 4 * sum(
+        t.n_elements for t in found.checkpoint.tensors if t.type_name == "F32"
+    )
+    assert not hub.file_requests("config.json")  # the file list said what it holds
+    assert hub.weight_requests() == []
 
 
 def test_not_a_hub_id_is_said(hub):

@@ -3,9 +3,10 @@
 A GGUF file is: magic "GGUF", version (2 or 3), tensor count and key/value count (u64 each),
 the key/value metadata, one info record per tensor (name, dims, ggml type, offset), padding to
 `general.alignment`, then the tensor data. vramtui first walks the header itself with every
-size bounded (the limits below, each named in its message), so a hostile or damaged file is
-refused in one line instead of making a parser loop or allocate; then the `gguf` package's
-`GGUFReader` parses it. GGUFReader memory-maps the file and its tensors are views into the map:
+size bounded (`vramtui.models.gguf_header`, whose limits are named in its messages), so a
+hostile or damaged file is refused in one line instead of making a parser loop or allocate;
+then the `gguf` package's `GGUFReader` parses a local file. A file on the Hub is read by that
+walk alone, from the header's bytes (`vramtui.models.hub_gguf`). GGUFReader memory-maps the file and its tensors are views into the map:
 no tensor data is read. The bytes of a tensor are exact: n_elements / block size x type size
 (`gguf.GGML_QUANT_SIZES`, ggml's own type traits).
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import mmap
 import re
-import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -25,56 +25,26 @@ from pathlib import Path
 
 from vramtui.errors import ModelError
 from vramtui.models.architecture import Architecture, ModuleShape
+from vramtui.models.gguf_header import (  # noqa: F401 - the limits are named from here too
+    GGML_MAX_DIMS,
+    GGUF_VERSIONS,
+    MAX_GGUF_ARRAY_ITEMS,
+    MAX_GGUF_HEADER_BYTES,
+    MAX_GGUF_KV,
+    MAX_GGUF_STRING_BYTES,
+    MAX_GGUF_TENSORS,
+    GgufHeader,
+    GgufTensor,
+    bad,
+    walk_header,
+)
 from vramtui.safe_text import safe_line
 
-# Bounds on what a header may claim (real files: a few hundred to ~2,000 tensors, ~50 keys, a
-# vocabulary of up to ~260k tokens and a few hundred thousand merges, chat templates of KiB).
-MAX_GGUF_TENSORS = 100_000
-MAX_GGUF_KV = 4_096
-MAX_GGUF_STRING_BYTES = 16 * 2**20
-MAX_GGUF_ARRAY_ITEMS = 8 * 2**20
-MAX_GGUF_HEADER_BYTES = 512 * 2**20
 MAX_GGUF_SPLITS = 512
-GGML_MAX_DIMS = 4  # ggml.h GGML_MAX_DIMS
-GGUF_VERSIONS = (2, 3)
 
 SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
-# GGUF metadata value types (gguf.GGUFValueType) -> struct format of a scalar (None: string/array)
-_SCALARS = {
-    0: "B",
-    1: "b",
-    2: "H",
-    3: "h",
-    4: "I",
-    5: "i",
-    6: "f",
-    7: "?",
-    10: "Q",
-    11: "q",
-    12: "d",
-}
-_STRING, _ARRAY = 8, 9
-
 STRUCTURE_LABEL = "read from the GGUF header's tensor list (exact shapes and stored types)"
-
-
-@dataclass(frozen=True)
-class GgufTensor:
-    name: str
-    type_name: str  # ggml type, e.g. "Q4_K"
-    shape: tuple[int, ...]  # ggml order: shape[0] is the row length (a linear's in_features)
-    n_elements: int
-    nbytes: int  # exact: n_elements / block size x type size
-
-    @property
-    def layer(self) -> int | None:
-        """The block index of a `blk.N.` tensor, else None."""
-        if self.name.startswith("blk."):
-            head = self.name.split(".", 2)[1]
-            if head.isdigit():
-                return int(head)
-        return None
 
 
 @dataclass(frozen=True)
@@ -87,6 +57,7 @@ class GgufModel:
     metadata: dict = field(compare=False, repr=False)  # scalars, strings, short arrays
     array_lengths: dict = field(compare=False, repr=False)  # every array key -> its length
     is_gguf: bool = True
+    label: str = ""  # where the header came from, when not a local file (a file on the Hub)
 
     @property
     def path(self) -> Path:
@@ -125,159 +96,27 @@ class GgufModel:
     def describe(self) -> str:
         n = len(self.files)
         parts = f" ({n} parts)" if n > 1 else ""
-        return f"GGUF header of {self.path}{parts}"
+        return f"GGUF header of {self.label or self.path}{parts}"
+
+    @classmethod
+    def from_headers(cls, files, headers: list[GgufHeader], label: str = "") -> GgufModel:
+        """The model of walked headers, one per part (the metadata is the first part's)."""
+        return cls(
+            files=tuple(files),
+            tensors=tuple(t for h in headers for t in h.tensors),
+            metadata=headers[0].metadata,
+            array_lengths=headers[0].array_lengths,
+            label=label,
+        )
 
 
 def _bad(path: Path, problem: str, fix: str = "") -> ModelError:
-    fix = fix or "re-download or re-convert the file"
-    return ModelError(safe_line(f"GGUF file {path}: {problem}; {fix}"))
-
-
-class _Walker:
-    """A bounded walk over the header: every read is inside the file and every size within
-    the limits, or one ModelError."""
-
-    def __init__(self, path: Path, buf, size: int):
-        self.path, self.buf, self.size, self.pos = path, buf, size, 0
-        self.order = "<"
-
-    def need(self, n: int, what: str) -> None:
-        if self.pos + n > self.size:
-            raise _bad(
-                self.path,
-                f"ends inside its header ({what} at byte {self.pos:,}, file is {self.size:,} "
-                "bytes): truncated or not a GGUF file",
-            )
-        if self.pos + n > MAX_GGUF_HEADER_BYTES:
-            raise _bad(
-                self.path,
-                f"header is larger than vramtui's limit of {MAX_GGUF_HEADER_BYTES:,} bytes",
-                "this is not a model header vramtui can read",
-            )
-
-    def unpack(self, fmt: str, what: str):
-        n = struct.calcsize(fmt)
-        self.need(n, what)
-        value = struct.unpack_from(self.order + fmt, self.buf, self.pos)[0]
-        self.pos += n
-        return value
-
-    def string(self, what: str) -> bytes:
-        n = self.unpack("Q", what)
-        if n > MAX_GGUF_STRING_BYTES:
-            raise _bad(
-                self.path,
-                f"{what} claims a string of {n:,} bytes, over vramtui's limit of "
-                f"{MAX_GGUF_STRING_BYTES:,} (MAX_GGUF_STRING_BYTES)",
-            )
-        self.need(n, what)
-        out = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return out
-
-    def value(self, vtype: int, what: str, depth: int = 0) -> None:
-        if vtype in _SCALARS:
-            self.need(struct.calcsize(_SCALARS[vtype]), what)
-            self.pos += struct.calcsize(_SCALARS[vtype])
-        elif vtype == _STRING:
-            self.string(what)
-        elif vtype == _ARRAY:
-            if depth:
-                raise _bad(self.path, f"{what} nests arrays, which GGUF models do not use")
-            itype = self.unpack("I", what)
-            count = self.unpack("Q", what)
-            if count > MAX_GGUF_ARRAY_ITEMS:
-                raise _bad(
-                    self.path,
-                    f"{what} claims an array of {count:,} items, over vramtui's limit of "
-                    f"{MAX_GGUF_ARRAY_ITEMS:,} (MAX_GGUF_ARRAY_ITEMS)",
-                )
-            if itype in _SCALARS:
-                n = count * struct.calcsize(_SCALARS[itype])
-                self.need(n, what)
-                self.pos += n
-            elif itype in (_STRING, _ARRAY):
-                for _ in range(count):
-                    self.value(itype, what, depth + 1)
-            else:
-                raise _bad(self.path, f"{what} has an array of unknown value type {itype}")
-        else:
-            raise _bad(self.path, f"{what} has unknown value type {vtype}")
+    return bad(str(path), problem, fix)
 
 
 def _check_header(path: Path, buf, size: int) -> None:
     """Refuse (one ModelError) a header that is truncated or claims more than the limits."""
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    w = _Walker(path, buf, size)
-    w.need(4, "magic")
-    if bytes(buf[0:4]) != b"GGUF":
-        raise _bad(path, "does not start with the GGUF magic: not a GGUF file", "check the path")
-    w.pos = 4
-    version = w.unpack("I", "version")
-    if version & 0xFFFF == 0:  # written big-endian
-        w.order = ">"
-        version = struct.unpack_from(">I", buf, 4)[0]
-    if version not in GGUF_VERSIONS:
-        raise _bad(
-            path,
-            f"GGUF version {version} is not supported (versions {', '.join(map(str, GGUF_VERSIONS))})",
-            "re-convert it with a current llama.cpp",
-        )
-    n_tensors = w.unpack("Q", "tensor count")
-    n_kv = w.unpack("Q", "key/value count")
-    if n_tensors > MAX_GGUF_TENSORS:
-        raise _bad(
-            path,
-            f"header claims {n_tensors:,} tensors, over vramtui's limit of {MAX_GGUF_TENSORS:,} "
-            "(MAX_GGUF_TENSORS)",
-        )
-    if n_kv > MAX_GGUF_KV:
-        raise _bad(
-            path,
-            f"header claims {n_kv:,} metadata keys, over vramtui's limit of {MAX_GGUF_KV:,} "
-            "(MAX_GGUF_KV)",
-        )
-    alignment = 32  # GGUF_DEFAULT_ALIGNMENT
-    for i in range(n_kv):
-        key = w.string(f"metadata key {i}").decode("utf-8", "replace")
-        vtype = w.unpack("I", f"metadata '{key}'")
-        if key == "general.alignment" and vtype == 4:
-            w.need(4, "general.alignment")
-            alignment = struct.unpack_from(w.order + "I", buf, w.pos)[0]
-            if alignment == 0 or alignment & (alignment - 1):
-                raise _bad(path, f"general.alignment {alignment} is not a power of two")
-        w.value(vtype, f"metadata '{key}'")
-    known = {t.value for t in GGMLQuantizationType}
-    infos = []
-    for i in range(n_tensors):
-        name = w.string(f"tensor {i} name").decode("utf-8", "replace")
-        n_dims = w.unpack("I", f"tensor '{name}'")
-        if not 1 <= n_dims <= GGML_MAX_DIMS:
-            raise _bad(path, f"tensor '{name}' has {n_dims} dimensions (ggml allows 1-4)")
-        dims = [w.unpack("Q", f"tensor '{name}'") for _ in range(n_dims)]
-        raw = w.unpack("I", f"tensor '{name}'")
-        offset = w.unpack("Q", f"tensor '{name}'")
-        if raw not in known:
-            raise _bad(path, f"tensor '{name}' has unknown ggml type {raw}", "update vramtui")
-        block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(raw)]
-        n = 1
-        for d in dims:
-            n *= d
-        if dims[0] % block:
-            raise _bad(
-                path, f"tensor '{name}' rows of {dims[0]} values are not whole {block}-value blocks"
-            )
-        infos.append((name, offset, n // block * type_size))
-    data_start = w.pos
-    data_start += -data_start % alignment
-    for name, offset, nbytes in infos:
-        end = data_start + offset + nbytes
-        if end > size:
-            raise _bad(
-                path,
-                f"truncated: tensor '{name}' ends at byte {end:,} but the file has {size:,} bytes",
-            )
+    walk_header(str(path), buf, size)
 
 
 def _read_one(path: Path):

@@ -1,4 +1,5 @@
-"""A model on the Hugging Face Hub, sized from its config and safetensors headers only.
+"""A model on the Hugging Face Hub, sized from its config and safetensors headers only (a
+GGUF repository from its GGUF file's header: `vramtui.models.hub_gguf`).
 
 What is fetched: `config.json`, the shard index `model.safetensors.index.json` (and an
 AutoGPTQ `quantize_config.json` where the repository has one), and the header of each
@@ -95,13 +96,30 @@ def hub_cache_root() -> Path:
 # --- the cache -----------------------------------------------------------------------------------
 
 
-def cached_snapshot(repo_id: str, revision: str | None) -> HubSnapshot | None:
-    """The complete snapshot vramtui fetched earlier for `revision`, else None."""
-    repo_dir = hub_cache_root() / repo_folder_name(repo_id)
-    commit = commit_for(repo_dir, revision)
-    if commit is None:
-        return None
-    return _read_snapshot(repo_id, repo_dir / "snapshots" / commit, commit)
+def cached_snapshot(repo_id: str, revision: str | None, quant: str | None = None):
+    """The complete snapshot (HubSnapshot, or HubGguf for a GGUF file) vramtui fetched
+    earlier for `revision` (and `quant`: a GGUF file), else None."""
+    from vramtui.models.hub_gguf import cached_gguf
+
+    if quant is None:
+        repo_dir = hub_cache_root() / repo_folder_name(repo_id)
+        commit = commit_for(repo_dir, revision)
+        if commit is not None:
+            found = _read_snapshot(repo_id, repo_dir / "snapshots" / commit, commit)
+            if found is not None:
+                return found
+    return cached_gguf(repo_id, revision, quant)
+
+
+def _cached_at(repo_id: str, commit: str, quant: str | None):
+    from vramtui.models.hub_gguf import cached_gguf_at
+
+    if quant is None:
+        repo_dir = hub_cache_root() / repo_folder_name(repo_id)
+        found = _read_snapshot(repo_id, repo_dir / "snapshots" / commit, commit)
+        if found is not None:
+            return found
+    return cached_gguf_at(repo_id, commit, quant)
 
 
 def _read_snapshot(repo_id: str, directory: Path, commit: str) -> HubSnapshot | None:
@@ -179,7 +197,7 @@ def _classify(repo_id: str, revision: str, status: int, code: str, message: str,
     if code == "EntryNotFound" or (status == 404 and what != "model info"):
         return HubError(
             f"{repo_id} on the Hub has no {what}: it is not a transformers model repository "
-            "(a GGUF-only repository needs its .gguf file), or pass --params N",
+            f"(for one of its GGUF files, give --model {repo_id}:QUANT), or pass --params N",
             f"Hub: no {what}",
             final=True,
         )
@@ -250,11 +268,19 @@ class _Client:
 
         return hf_hub_url(self.repo_id, filename, revision=self.commit, endpoint=self.endpoint)
 
-    def get(self, filename: str, cap: int, start: int = 0, length: int | None = None):
+    def get(
+        self,
+        filename: str,
+        cap: int,
+        start: int = 0,
+        length: int | None = None,
+        allow_short: bool = False,
+    ):
         """(bytes, size of the whole file): the file, or `length` bytes from `start`.
 
         Stops reading at `cap` bytes (a larger file is an error naming the limit); a server
-        that ignores the Range header is read no further than the bytes asked for.
+        that ignores the Range header is read no further than the bytes asked for. With
+        `allow_short`, a range that the file's end cuts short is no error.
         """
         headers = dict(self.headers)
         if length is not None:
@@ -288,7 +314,8 @@ class _Client:
                 f"Hub: {filename} too large",
                 final=True,
             )
-        if length is not None and len(data) < length:
+        ends = allow_short and total is not None and start + len(data) >= total
+        if length is not None and len(data) < length and not ends:
             raise HubError(
                 f"the Hub sent {len(data)} of the {length} bytes asked of {filename} "
                 f"({self.repo_id}); try again",
@@ -392,12 +419,17 @@ def _shard_names(index: dict, repo_id: str) -> list[str]:
     return names
 
 
-def fetch_snapshot(repo_id: str, revision: str | None) -> HubSnapshot:
-    """Ask the Hub for `revision` of `repo_id`; fetch what is not cached yet. HubError else."""
+def fetch_snapshot(repo_id: str, revision: str | None, quant: str | None = None):
+    """Ask the Hub for `revision` of `repo_id`; fetch what is not cached yet. HubError else.
+
+    A HubSnapshot (config.json and safetensors headers), or a HubGguf (the header of one
+    GGUF file) when `quant` names one or the repository holds GGUF files and no safetensors."""
+    from vramtui.models import hub_gguf
+
     rev = revision or DEFAULT_REVISION
     repo_dir = hub_cache_root() / repo_folder_name(repo_id)
     if is_commit(rev):
-        cached = _read_snapshot(repo_id, repo_dir / "snapshots" / rev, rev)
+        cached = _cached_at(repo_id, rev, quant)
         if cached is not None:
             return cached
     client = _Client(repo_id, rev)
@@ -409,35 +441,23 @@ def fetch_snapshot(repo_id: str, revision: str | None) -> HubSnapshot:
             "Hub: no commit in the answer",
         )
     client.commit = commit
+    siblings = getattr(info, "siblings", None)
+    names = None if siblings is None else {s.rfilename for s in siblings}
+    if quant is not None or hub_gguf.is_gguf_only(names):
+        # A GGUF repository is sized from the GGUF file's header, never from a config.json
+        # (which some publish, in full or as a stub): that would count unquantised weights.
+        found = hub_gguf.fetch_gguf(client, names, quant)
+        hub_gguf.write_ref(repo_id, rev, commit)
+        return found
     cached = _read_snapshot(repo_id, repo_dir / "snapshots" / commit, commit)
     if cached is None:
-        siblings = getattr(info, "siblings", None)
-        names = None if siblings is None else {s.rfilename for s in siblings}
         cached = _fetch_files(client, repo_dir, names)
     _write_ref(repo_dir, rev, commit)
     return cached
 
 
-def _refuse_gguf_only(repo_id: str, names: set[str] | None) -> None:
-    """A repository of .gguf files and no safetensors is not sized from its config.json (which
-    some publish, in full or as a stub): that would count the unquantised weights."""
-    if names is None or any(n.endswith(".safetensors") for n in names):
-        return
-    ggufs = sorted(n for n in names if n.endswith(".gguf"))
-    if not ggufs:
-        return
-    raise HubError(
-        f"{repo_id} on the Hub holds GGUF files only ({len(ggufs)}, e.g. {ggufs[0]}): vramtui "
-        "reads a GGUF file's header locally; download the file you will run "
-        f"(huggingface-cli download {repo_id} {ggufs[0]}) and pass --model path/to/it.gguf",
-        "Hub: GGUF files only",
-        final=True,
-    )
-
-
 def _fetch_files(client: _Client, repo_dir: Path, names: set[str] | None) -> HubSnapshot:
     repo_id = client.repo_id
-    _refuse_gguf_only(repo_id, names)
     files: dict[str, bytes] = {}
     config, _ = client.get("config.json", cap=MAX_JSON_BYTES)
     _json(config, repo_id, "config.json")

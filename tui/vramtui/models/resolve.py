@@ -16,6 +16,7 @@ from vramtui.models.hf_cache import (
     is_hub_id,
     revision_problem,
 )
+from vramtui.safe_text import safe_line
 
 if TYPE_CHECKING:
     from vramtui.models.architecture import Architecture
@@ -42,8 +43,10 @@ class ResolvedModel:
 
     `origin`: "params" (a bare count), "catalogue", "local" (a directory), "gguf" (a GGUF
     file), "ollama" (a model of the local ollama store, a GGUF file), "hf-cache" (the local
-    Hugging Face cache) or "hub" (fetched from the Hub, or found in vramtui's cache of what it
-    fetched). `checkpoint` is a GgufModel for "gguf" and "ollama". `commit`: the commit of an "hf-cache" or "hub" model, else None.
+    Hugging Face cache), "hub" (fetched from the Hub, or found in vramtui's cache of what it
+    fetched) or "hub-gguf" (the header of a GGUF file of a Hub repository, `OWNER/NAME:QUANT`).
+    `checkpoint` is a GgufModel for "gguf", "ollama" and "hub-gguf". `commit`: the commit of
+    an "hf-cache", "hub" or "hub-gguf" model, else None.
     """
 
     arch: Architecture | None
@@ -78,7 +81,8 @@ def resolve_model_ref(
     1. the catalogue (the user's `catalog_dir` first, then the built-in one);
     2. a local directory of that name;
     3. the local Hugging Face cache (`HF_HUB_CACHE` / `HF_HOME`), at `ref.revision`;
-    4. the Hub (`vramtui.models.hub`): unless `HF_HUB_OFFLINE` is set or `hub` is False
+    4. the Hub (`vramtui.models.hub`; `OWNER/NAME:QUANT`, or a repository of GGUF files
+       only, is a GGUF file's header: `vramtui.models.hub_gguf`): unless `HF_HUB_OFFLINE` is set or `hub` is False
        (then only what vramtui fetched before, kept in its cache, is used);
     5. else one ModelError listing what each step found. `hub_refused` says why the Hub was
        not asked when `hub` is False.
@@ -122,6 +126,19 @@ def resolve_model_ref(
             return ResolvedModel(arch, ckpt, "local")
     tried.append("local directory: none of that name")
 
+    from vramtui.models.hub_gguf import quant_problem, split_quant
+
+    repo_id, quant = split_quant(name)
+    if quant is not None and is_hub_id(repo_id):
+        problem = quant_problem(quant)
+        if problem:
+            raise ModelError(
+                safe_line(
+                    f"the GGUF quant of '{name[:120]}' {problem}; write OWNER/NAME:QUANT, e.g. "
+                    f"{repo_id}:Q4_K_M"
+                )
+            )
+        name = repo_id
     if not is_hub_id(name):
         tried.append(
             f"Hugging Face cache and Hub: not a Hub id (owner/name, at most {MAX_REPO_ID_CHARS} "
@@ -136,7 +153,10 @@ def resolve_model_ref(
                 f"model.revision '{revision[:60]}' {problem}; give a branch, tag or commit hash"
             )
 
-    snapshot, looked = find_hf_snapshot(name, revision)
+    if quant is not None:
+        snapshot, looked = None, "Hugging Face cache: not read for a GGUF quant"
+    else:
+        snapshot, looked = find_hf_snapshot(name, revision)
     if snapshot is not None:
         arch, ckpt = _load_cached(
             snapshot,
@@ -151,24 +171,24 @@ def resolve_model_ref(
 
     offline = hub_offline()
     if offline or not hub:
-        cached = hub_mod.cached_snapshot(name, revision)
+        cached = hub_mod.cached_snapshot(name, revision, quant)
         if cached is not None:
-            return _from_hub_snapshot(cached)
+            return _from_hub_snapshot(cached, ref.id)
         tried.append(
             f"Hub: not asked ({offline} is set)" if offline else f"Hub: not asked ({hub_refused})"
         )
         raise _not_found(name, tried)
     try:
-        snap = hub_mod.fetch_snapshot(name, revision)
+        snap = hub_mod.fetch_snapshot(name, revision, quant)
     except hub_mod.HubError as exc:
         if exc.final:
             raise ModelError(str(exc)) from None
-        cached = hub_mod.cached_snapshot(name, revision)
+        cached = hub_mod.cached_snapshot(name, revision, quant)
         if cached is not None and exc.tried.startswith("Hub: network error"):
-            return _from_hub_snapshot(cached)
+            return _from_hub_snapshot(cached, ref.id)
         tried.append(exc.tried)
-        raise _not_found(name, tried) from None
-    return _from_hub_snapshot(snap)
+        raise _not_found(ref.id, tried) from None
+    return _from_hub_snapshot(snap, ref.id)
 
 
 def _from_catalogue(name: str, catalog_dir: Path | None) -> Architecture | None:
@@ -181,7 +201,11 @@ def _from_catalogue(name: str, catalog_dir: Path | None) -> Architecture | None:
     return lookup_model(name)
 
 
-def _from_hub_snapshot(snap) -> ResolvedModel:
+def _from_hub_snapshot(snap, given: str) -> ResolvedModel:
+    from vramtui.models.hub_gguf import HubGguf
+
+    if isinstance(snap, HubGguf):
+        return _from_hub_gguf(snap, given)
     arch, ckpt = _load_cached(
         snap.directory,
         model_id=snap.repo_id,
@@ -190,6 +214,21 @@ def _from_hub_snapshot(snap) -> ResolvedModel:
         stored_sizes=snap.stored_sizes,
     )
     return ResolvedModel(arch, ckpt, "hub", snap.commit)
+
+
+def _from_hub_gguf(snap, given: str) -> ResolvedModel:
+    """A GGUF file of a Hub repository, sized from its header (origin "hub-gguf")."""
+    import dataclasses
+
+    from vramtui.models.gguf_file import architecture_from_gguf
+
+    model = snap.model()
+    arch = architecture_from_gguf(model, given)
+    source = (
+        f"{model.describe()} (read by HTTP range requests, no tensor data; cached in "
+        f"{snap.directory})"
+    )
+    return ResolvedModel(dataclasses.replace(arch, source=source), model, "hub-gguf", snap.commit)
 
 
 def _not_found(name: str, tried: list[str]) -> ModelError:
