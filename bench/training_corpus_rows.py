@@ -554,6 +554,55 @@ FRAMEWORK_DEFAULTS: dict[tuple[str, str], list[tuple[str, str, bool, str]]] = {
 }
 
 
+# The device count a row's run used, where its settings_source (the config file the source
+# says the run used) states `devices` and the row's machine has more GPUs than that. LitGPT's
+# config hub at 00af8b0d9b: config_hub/finetune/README.md says "All runs are single-GPU
+# experiments, use `--devices 4` to utilize more than one GPU", i.e. the runs used each YAML as
+# it is; the 4xA10G rows of a YAML with `devices: 1` report the 1xA10G run's peak and runtime.
+# litgpt/finetune/lora.py and full.py at that commit pick FSDPStrategy only when
+# `devices * num_nodes > 1`, strategy "auto" (one device, nothing sharded) otherwise.
+LITGPT_HUB_00AF8B0 = (
+    "https://github.com/Lightning-AI/litgpt/blob/00af8b0d9b43eaa3f8c812e3e8bd53ef38cbb49d/"
+    "config_hub/finetune/"
+)
+# `devices:` of every config hub YAML at 00af8b0d9b that is not 1 (all lora.yaml and
+# qlora.yaml files, and the full.yaml of llama-3.2-1B, llama-3.2-3B, phi-3 and tiny-llama, say 1).
+_HUB_DEVICES_NOT_ONE = {
+    "gemma-2b/full.yaml": 4,
+    "llama-2-7b/full.yaml": 4,
+    "llama-3-8b/full.yaml": 4,
+    "llama-3.1-8b/full.yaml": 4,
+    "phi-2/full.yaml": 2,
+    "stablelm-base-alpha-3b/full.yaml": 2,
+}
+
+
+def settings_source_devices(row: Row) -> tuple[int | None, str]:
+    """(devices the row's config file sets, why) or (None, "") where it is not known here."""
+    src = str(row.data.get("settings_source", ""))
+    if not src.startswith(LITGPT_HUB_00AF8B0) or not src.endswith(".yaml"):
+        return None, ""
+    name = src[len(LITGPT_HUB_00AF8B0) :]
+    devices = _HUB_DEVICES_NOT_ONE.get(name, 1)
+    why = (
+        f"{name} at 00af8b0d9b sets devices: {devices}, and the config hub README says "
+        "'All runs are single-GPU experiments, use --devices 4 to utilize more than one GPU' "
+        "(the runs used the YAML as it is)"
+    )
+    return devices, why
+
+
+def run_devices(row: Row, notes: list[str]) -> int:
+    """The number of GPUs the row's run used: its config file's `devices` where that is known
+    and fewer than the machine's GPUs, else the row's n_gpus."""
+    n_gpus = int(row.data["n_gpus"])
+    devices, why = settings_source_devices(row)
+    if devices is not None and devices < n_gpus:
+        notes.append(f"{devices} of the machine's {n_gpus} GPUs used: {why}")
+        return devices
+    return n_gpus
+
+
 def _with_framework_defaults(row: Row, defaults: list[str]) -> dict:
     """The row's settings, with what its framework fixes at its commit where it states none."""
     s = dict(row.settings)
@@ -631,7 +680,13 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
         defaults.append("weights.format = nf4 (qlora without a stated quantisation)")
     if task == "full_finetune" and weights["format"] not in ("fp32", "bf16", "fp16"):
         return None, f"full fine-tune of {weights['format']} weights", [], [], []
-    n_gpus = int(row.data["n_gpus"])
+    n_gpus = run_devices(row, notes)
+    if n_gpus < int(row.data["n_gpus"]) and n_gpus == 1:
+        # lora.py / full.py at 00af8b0d9b: FSDPStrategy(..., activation_checkpointing_policy=
+        # {Block}) only when devices * num_nodes > 1, else strategy "auto": no sharding and no
+        # activation checkpointing (the row's FSDP settings are those of the larger machine).
+        s.pop("sharding", None)
+        s["grad_checkpointing"] = False
     if "seq_len" in s:
         seq = int(s["seq_len"])
         if SEQ_CAP.search(row.data.get("notes", "")):

@@ -286,3 +286,34 @@ def test_bench_fills_what_torchtune_fixes_at_the_rows_commit():
     assert d["placement"]["data_parallel_sharding"] == "none"
     assert d["weights"]["format"] == "fp32"
     assert not any("torchtune's default" in x for x in defaults)
+
+
+def test_bench_sizes_a_config_hub_row_on_the_devices_its_yaml_sets():
+    """LitGPT config hub at 00af8b0d9b: phi-2/lora.yaml sets `devices: 1` and the README says
+    "All runs are single-GPU experiments", so a row of that YAML on a 4xA10G machine is the
+    one-device run: lora.py's strategy is "auto" (FSDPStrategy and its activation_checkpointing
+    _policy only when devices * num_nodes > 1): no sharding, no checkpointing, and the
+    accumulation is global 8 / (micro 4 x 1 device) = 2. phi-2/full.yaml sets `devices: 2`:
+    two GPUs of the four, still FSDP. A row of another source keeps its n_gpus."""
+    hub = tc.LITGPT_HUB_00AF8B0
+    row = _row({"sharding": "fsdp", "grad_checkpointing": True, "micro_batch_size": 4})
+    row.data.update(n_gpus=4, settings_source=hub + "phi-2/lora.yaml")
+    row.data["settings"].update(method="lora", quantize="", global_batch_size=8)
+    d, _, _, _, notes = tc.build_spec_dict(row, _arch(L1B))
+    assert d["placement"] == {"gpus": 1, "data_parallel_sharding": "none"}
+    assert d["training"]["grad_checkpointing"] == "none"
+    assert d["batch"]["grad_accum"] == 2
+    assert "fsdp_frozen_base" not in d["training"]
+    assert any("1 of the machine's 4 GPUs used" in n for n in notes)
+    full = _row({"sharding": "fsdp", "grad_checkpointing": True, "micro_batch_size": 4})
+    full.data.update(n_gpus=4, settings_source=hub + "phi-2/full.yaml")
+    full.data["settings"].update(method="full", quantize="", global_batch_size=16)
+    d, *_ = tc.build_spec_dict(full, _arch(L1B))
+    assert d["placement"] == {"gpus": 2, "data_parallel_sharding": "fsdp"}
+    assert d["training"]["grad_checkpointing"] == "full"
+    assert d["batch"]["grad_accum"] == 2  # 16 / (4 x 2)
+    other = _row({"sharding": "fsdp"})
+    other.data.update(n_gpus=4, settings_source="https://example.org/phi-2/lora.yaml")
+    other.data["settings"].update(method="lora", quantize="")
+    d, *_ = tc.build_spec_dict(other, _arch(L1B))
+    assert d["placement"] == {"gpus": 4, "data_parallel_sharding": "fsdp"}
