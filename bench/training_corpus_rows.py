@@ -468,6 +468,11 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
         defaults.append("training.grad_checkpointing = none")
     if s.get("optimizer_in_bwd"):
         if SET_FRAMEWORK:
+            if t.get("optimizer_placement") == "paged":
+                approx.append(
+                    "paged optimiser stepped in backward: sized as in-backward, its states in "
+                    "PyTorch's allocator (one optimizer_placement in the spec)"
+                )
             t["optimizer_placement"] = "in-backward"
         else:
             approx.append("optimizer_in_bwd: sized with a full set of gradients")
@@ -603,6 +608,105 @@ def run_devices(row: Row, notes: list[str]) -> int:
     return n_gpus
 
 
+# The recipe config a row's run used where its source names the recipes but not the file:
+# torchtune's README at 0217d44c2e says "This table captures the peak memory usage and training
+# speed for recipes in torchtune"; for each (model, method, one GPU or several) of its table,
+# recipes/configs/ at that commit holds exactly one config, whose settings are taken where the
+# row states none (the row stays under-specified; its batch and length are the table's).
+# (framework, commit prefix, model, method, distributed) -> (config, {setting: value}).
+_TT = "recipes/configs/llama2/"
+RECIPE_CONFIGS: dict[tuple[str, str, str, str, bool], tuple[str, dict]] = {
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "qlora", False): (
+        _TT + "7B_qlora_single_device.yaml",
+        {
+            "lora_targets": ["q_proj", "v_proj", "k_proj", "output_proj", "mlp"],
+            "lora_r": 8,
+            "lora_alpha": 16,
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "lora", False): (
+        _TT + "7B_lora_single_device.yaml",
+        {
+            "lora_targets": ["q_proj", "v_proj"],
+            "lora_r": 8,
+            "lora_alpha": 16,
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "lora", True): (
+        _TT + "7B_lora.yaml",
+        {
+            "lora_targets": ["q_proj", "v_proj"],
+            "lora_r": 8,
+            "lora_alpha": 16,
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": False,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "full", False): (
+        _TT + "7B_full_low_memory.yaml",
+        {
+            "optimizer": "bitsandbytes.optim.PagedAdamW",
+            "optimizer_in_bwd": True,
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "full", True): (
+        _TT + "7B_full.yaml",
+        {
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-70b-hf", "lora", True): (
+        _TT + "70B_lora.yaml",
+        {
+            "lora_targets": ["q_proj", "v_proj", "k_proj"],
+            "lora_r": 16,
+            "lora_alpha": 32,
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+}
+
+
+def _with_recipe_config(row: Row, s: dict, defaults: list[str]) -> dict:
+    """The row's settings, with its recipe config's where it states none (RECIPE_CONFIGS)."""
+    if row.data.get("settings_source"):
+        return s
+    version = str(row.data.get("framework_version", ""))
+    distributed = int(row.data["n_gpus"]) > 1
+    for (fw, prefix, model, method, multi), (config, values) in RECIPE_CONFIGS.items():
+        if (
+            row.framework != fw
+            or not version.startswith(prefix)
+            or s.get("model") != model
+            or s.get("method") != method
+            or multi != distributed
+        ):
+            continue
+        taken = [k for k in values if k not in s]
+        s = {**s, **{k: values[k] for k in taken}}
+        if taken:
+            defaults.append(
+                f"{', '.join(taken)} from {config} at {prefix.split()[-1]} (the only recipe "
+                "config for this model, method and device count; the README's table is of "
+                "'recipes in torchtune')"
+            )
+        break
+    return s
+
+
 def _with_framework_defaults(row: Row, defaults: list[str]) -> dict:
     """The row's settings, with what its framework fixes at its commit where it states none."""
     s = dict(row.settings)
@@ -665,6 +769,7 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
     approx: list[str] = []
     notes: list[str] = []
     s = _with_framework_defaults(row, defaults)
+    s = _with_recipe_config(row, s, defaults)
     method = s.get("method")
     if method is None:
         return None, "method not stated (vramtui has no default task)", [], [], []
