@@ -468,6 +468,11 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
         defaults.append("training.grad_checkpointing = none")
     if s.get("optimizer_in_bwd"):
         if SET_FRAMEWORK:
+            if t.get("optimizer_placement") == "paged":
+                approx.append(
+                    "paged optimiser stepped in backward: sized as in-backward, its states in "
+                    "PyTorch's allocator (one optimizer_placement in the spec)"
+                )
             t["optimizer_placement"] = "in-backward"
         else:
             approx.append("optimizer_in_bwd: sized with a full set of gradients")
@@ -554,6 +559,154 @@ FRAMEWORK_DEFAULTS: dict[tuple[str, str], list[tuple[str, str, bool, str]]] = {
 }
 
 
+# The device count a row's run used, where its settings_source (the config file the source
+# says the run used) states `devices` and the row's machine has more GPUs than that. LitGPT's
+# config hub at 00af8b0d9b: config_hub/finetune/README.md says "All runs are single-GPU
+# experiments, use `--devices 4` to utilize more than one GPU", i.e. the runs used each YAML as
+# it is; the 4xA10G rows of a YAML with `devices: 1` report the 1xA10G run's peak and runtime.
+# litgpt/finetune/lora.py and full.py at that commit pick FSDPStrategy only when
+# `devices * num_nodes > 1`, strategy "auto" (one device, nothing sharded) otherwise.
+LITGPT_HUB_00AF8B0 = (
+    "https://github.com/Lightning-AI/litgpt/blob/00af8b0d9b43eaa3f8c812e3e8bd53ef38cbb49d/"
+    "config_hub/finetune/"
+)
+# `devices:` of every config hub YAML at 00af8b0d9b that is not 1 (all lora.yaml and
+# qlora.yaml files, and the full.yaml of llama-3.2-1B, llama-3.2-3B, phi-3 and tiny-llama, say 1).
+_HUB_DEVICES_NOT_ONE = {
+    "gemma-2b/full.yaml": 4,
+    "llama-2-7b/full.yaml": 4,
+    "llama-3-8b/full.yaml": 4,
+    "llama-3.1-8b/full.yaml": 4,
+    "phi-2/full.yaml": 2,
+    "stablelm-base-alpha-3b/full.yaml": 2,
+}
+
+
+def settings_source_devices(row: Row) -> tuple[int | None, str]:
+    """(devices the row's config file sets, why) or (None, "") where it is not known here."""
+    src = str(row.data.get("settings_source", ""))
+    if not src.startswith(LITGPT_HUB_00AF8B0) or not src.endswith(".yaml"):
+        return None, ""
+    name = src[len(LITGPT_HUB_00AF8B0) :]
+    devices = _HUB_DEVICES_NOT_ONE.get(name, 1)
+    why = (
+        f"{name} at 00af8b0d9b sets devices: {devices}, and the config hub README says "
+        "'All runs are single-GPU experiments, use --devices 4 to utilize more than one GPU' "
+        "(the runs used the YAML as it is)"
+    )
+    return devices, why
+
+
+def run_devices(row: Row, notes: list[str]) -> int:
+    """The number of GPUs the row's run used: its config file's `devices` where that is known
+    and fewer than the machine's GPUs, else the row's n_gpus."""
+    n_gpus = int(row.data["n_gpus"])
+    devices, why = settings_source_devices(row)
+    if devices is not None and devices < n_gpus:
+        notes.append(f"{devices} of the machine's {n_gpus} GPUs used: {why}")
+        return devices
+    return n_gpus
+
+
+# The recipe config a row's run used where its source names the recipes but not the file:
+# torchtune's README at 0217d44c2e says "This table captures the peak memory usage and training
+# speed for recipes in torchtune"; for each (model, method, one GPU or several) of its table,
+# recipes/configs/ at that commit holds exactly one config, whose settings are taken where the
+# row states none (the row stays under-specified; its batch and length are the table's).
+# (framework, commit prefix, model, method, distributed) -> (config, {setting: value}).
+_TT = "recipes/configs/llama2/"
+RECIPE_CONFIGS: dict[tuple[str, str, str, str, bool], tuple[str, dict]] = {
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "qlora", False): (
+        _TT + "7B_qlora_single_device.yaml",
+        {
+            "lora_targets": ["q_proj", "v_proj", "k_proj", "output_proj", "mlp"],
+            "lora_r": 8,
+            "lora_alpha": 16,
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "lora", False): (
+        _TT + "7B_lora_single_device.yaml",
+        {
+            "lora_targets": ["q_proj", "v_proj"],
+            "lora_r": 8,
+            "lora_alpha": 16,
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "lora", True): (
+        _TT + "7B_lora.yaml",
+        {
+            "lora_targets": ["q_proj", "v_proj"],
+            "lora_r": 8,
+            "lora_alpha": 16,
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": False,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "full", False): (
+        _TT + "7B_full_low_memory.yaml",
+        {
+            "optimizer": "bitsandbytes.optim.PagedAdamW",
+            "optimizer_in_bwd": True,
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-7b-hf", "full", True): (
+        _TT + "7B_full.yaml",
+        {
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+    ("torchtune", "commit 0217d44c2e", "meta-llama/Llama-2-70b-hf", "lora", True): (
+        _TT + "70B_lora.yaml",
+        {
+            "lora_targets": ["q_proj", "v_proj", "k_proj"],
+            "lora_r": 16,
+            "lora_alpha": 32,
+            "optimizer": "torch.optim.AdamW",
+            "loss": "torch.nn.CrossEntropyLoss",
+            "grad_checkpointing": True,
+        },
+    ),
+}
+
+
+def _with_recipe_config(row: Row, s: dict, defaults: list[str]) -> dict:
+    """The row's settings, with its recipe config's where it states none (RECIPE_CONFIGS)."""
+    if row.data.get("settings_source"):
+        return s
+    version = str(row.data.get("framework_version", ""))
+    distributed = int(row.data["n_gpus"]) > 1
+    for (fw, prefix, model, method, multi), (config, values) in RECIPE_CONFIGS.items():
+        if (
+            row.framework != fw
+            or not version.startswith(prefix)
+            or s.get("model") != model
+            or s.get("method") != method
+            or multi != distributed
+        ):
+            continue
+        taken = [k for k in values if k not in s]
+        s = {**s, **{k: values[k] for k in taken}}
+        if taken:
+            defaults.append(
+                f"{', '.join(taken)} from {config} at {prefix.split()[-1]} (the only recipe "
+                "config for this model, method and device count; the README's table is of "
+                "'recipes in torchtune')"
+            )
+        break
+    return s
+
+
 def _with_framework_defaults(row: Row, defaults: list[str]) -> dict:
     """The row's settings, with what its framework fixes at its commit where it states none."""
     s = dict(row.settings)
@@ -616,6 +769,7 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
     approx: list[str] = []
     notes: list[str] = []
     s = _with_framework_defaults(row, defaults)
+    s = _with_recipe_config(row, s, defaults)
     method = s.get("method")
     if method is None:
         return None, "method not stated (vramtui has no default task)", [], [], []
@@ -631,7 +785,13 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
         defaults.append("weights.format = nf4 (qlora without a stated quantisation)")
     if task == "full_finetune" and weights["format"] not in ("fp32", "bf16", "fp16"):
         return None, f"full fine-tune of {weights['format']} weights", [], [], []
-    n_gpus = int(row.data["n_gpus"])
+    n_gpus = run_devices(row, notes)
+    if n_gpus < int(row.data["n_gpus"]) and n_gpus == 1:
+        # lora.py / full.py at 00af8b0d9b: FSDPStrategy(..., activation_checkpointing_policy=
+        # {Block}) only when devices * num_nodes > 1, else strategy "auto": no sharding and no
+        # activation checkpointing (the row's FSDP settings are those of the larger machine).
+        s.pop("sharding", None)
+        s["grad_checkpointing"] = False
     if "seq_len" in s:
         seq = int(s["seq_len"])
         if SEQ_CAP.search(row.data.get("notes", "")):

@@ -286,3 +286,79 @@ def test_bench_fills_what_torchtune_fixes_at_the_rows_commit():
     assert d["placement"]["data_parallel_sharding"] == "none"
     assert d["weights"]["format"] == "fp32"
     assert not any("torchtune's default" in x for x in defaults)
+
+
+def test_bench_sizes_a_config_hub_row_on_the_devices_its_yaml_sets():
+    """LitGPT config hub at 00af8b0d9b: phi-2/lora.yaml sets `devices: 1` and the README says
+    "All runs are single-GPU experiments", so a row of that YAML on a 4xA10G machine is the
+    one-device run: lora.py's strategy is "auto" (FSDPStrategy and its activation_checkpointing
+    _policy only when devices * num_nodes > 1): no sharding, no checkpointing, and the
+    accumulation is global 8 / (micro 4 x 1 device) = 2. phi-2/full.yaml sets `devices: 2`:
+    two GPUs of the four, still FSDP. A row of another source keeps its n_gpus."""
+    hub = tc.LITGPT_HUB_00AF8B0
+    row = _row({"sharding": "fsdp", "grad_checkpointing": True, "micro_batch_size": 4})
+    row.data.update(n_gpus=4, settings_source=hub + "phi-2/lora.yaml")
+    row.data["settings"].update(method="lora", quantize="", global_batch_size=8)
+    d, _, _, _, notes = tc.build_spec_dict(row, _arch(L1B))
+    assert d["placement"] == {"gpus": 1, "data_parallel_sharding": "none"}
+    assert d["training"]["grad_checkpointing"] == "none"
+    assert d["batch"]["grad_accum"] == 2
+    assert "fsdp_frozen_base" not in d["training"]
+    assert any("1 of the machine's 4 GPUs used" in n for n in notes)
+    full = _row({"sharding": "fsdp", "grad_checkpointing": True, "micro_batch_size": 4})
+    full.data.update(n_gpus=4, settings_source=hub + "phi-2/full.yaml")
+    full.data["settings"].update(method="full", quantize="", global_batch_size=16)
+    d, *_ = tc.build_spec_dict(full, _arch(L1B))
+    assert d["placement"] == {"gpus": 2, "data_parallel_sharding": "fsdp"}
+    assert d["training"]["grad_checkpointing"] == "full"
+    assert d["batch"]["grad_accum"] == 2  # 16 / (4 x 2)
+    other = _row({"sharding": "fsdp"})
+    other.data.update(n_gpus=4, settings_source="https://example.org/phi-2/lora.yaml")
+    other.data["settings"].update(method="lora", quantize="")
+    d, *_ = tc.build_spec_dict(other, _arch(L1B))
+    assert d["placement"] == {"gpus": 4, "data_parallel_sharding": "fsdp"}
+
+
+def test_bench_takes_torchtune_readme_settings_from_the_one_recipe_config():
+    """torchtune README at 0217d44c2e: its table is of "recipes in torchtune" and names no
+    config. For Llama2-7B LoRA on 2 GPUs the only config at that commit is
+    recipes/configs/llama2/7B_lora.yaml: lora_attn_modules ['q_proj', 'v_proj'], rank 8,
+    alpha 16, torch.optim.AdamW, torch.nn.CrossEntropyLoss, enable_activation_checkpointing
+    False (FSDP from the distributed recipe). On one GPU the full fine-tune is
+    7B_full_low_memory.yaml: PagedAdamW with optimizer_in_bwd True, checkpointing True.
+    The table's batch and length stay; a row with a settings_source or another commit takes
+    nothing."""
+    model = "meta-llama/Llama-2-7b-hf"
+    arch = _arch(model)
+    row = _row({}, framework="torchtune", version="commit 0217d44c2e")
+    row.data.update(n_gpus=2, settings_source="")
+    row.data["settings"] = {
+        "model": model,
+        "method": "lora",
+        "micro_batch_size": 4,
+        "seq_len": 2048,
+    }
+    d, _, defaults, _, _ = tc.build_spec_dict(row, arch)
+    assert d["task"]["lora"] == {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}
+    assert d["training"]["grad_checkpointing"] == "none"
+    assert d["training"]["loss_impl"] == "full-upcast"
+    assert d["placement"] == {"gpus": 2, "data_parallel_sharding": "fsdp"}
+    assert (d["batch"]["micro_batch"], d["lengths"]["seq_len"]) == (4, 2048)
+    assert any("recipes/configs/llama2/7B_lora.yaml" in x for x in defaults)
+    full = _row({}, framework="torchtune", version="commit 0217d44c2e")
+    full.data.update(settings_source="")
+    full.data["settings"] = {
+        "model": model,
+        "method": "full",
+        "optimizer": "bitsandbytes PagedAdamW",
+    }
+    d, _, _, approx, _ = tc.build_spec_dict(full, arch)
+    assert d["training"]["optimizer_placement"] == "in-backward"
+    assert d["training"]["grad_checkpointing"] == "full"
+    assert any("paged optimiser stepped in backward" in a for a in approx)
+    other = _row({}, framework="torchtune", version="commit 5cbc196")
+    other.data.update(n_gpus=2, settings_source="")
+    other.data["settings"] = {"model": model, "method": "lora"}
+    d, _, defaults, _, _ = tc.build_spec_dict(other, arch)
+    assert not any("recipes/configs" in x for x in defaults)
+    assert d["training"]["grad_checkpointing"] == "none"  # vramtui's default, listed
