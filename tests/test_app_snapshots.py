@@ -106,9 +106,7 @@ def test_triage_tab(snap_compare, catalog, tmp_path, size):
         await no_blink(pilot)
         await pilot.pause()
 
-    assert snap_compare(
-        make_app(catalog, tmp_path, CHAT_SPEC), terminal_size=size, run_before=read
-    )
+    assert snap_compare(make_app(catalog, tmp_path, CHAT_SPEC), terminal_size=size, run_before=read)
 
 
 def test_triage_mismatch_and_unknown_stage(snap_compare, catalog, tmp_path):
@@ -135,3 +133,47 @@ def test_triage_mismatch_and_unknown_stage(snap_compare, catalog, tmp_path):
     assert snap_compare(
         make_app(catalog, tmp_path, CHAT_SPEC), terminal_size=LARGE, run_before=read
     )
+
+
+LLAMA_CPP_SPEC = """schema_version = 1
+name = "Llama 3.1 8B in llama.cpp"
+[model]
+id = "meta-llama/Llama-3.1-8B-Instruct"
+[task]
+kind = "inference"
+[weights]
+format = "bf16"
+[lengths]
+prompt_tokens = 4000
+generated_tokens = 96
+[batch]
+concurrency = 2
+[runtime]
+attention = "flash"
+kv_cache_dtype = "bf16"
+engine = "llama.cpp"
+[llama_cpp]
+cache_type_k = "q8_0"
+n_gpu_layers = 20
+[placement]
+gpus = 1
+[headroom]
+mode = "itemised"
+"""
+
+
+def test_sizing_llama_cpp_fields(snap_compare, catalog, tmp_path, monkeypatch):
+    """Sizing tab with engine llama.cpp: the llama.cpp group, the two settings the spec sets
+    (-ctk q8_0, -ngl 20) as values and the others as their defaults (n_ctx 2 slots x 4,096)."""
+    monkeypatch.chdir(tmp_path)  # the title shows the spec's path: keep it relative
+    spec_path = Path("llama-cpp.toml")
+    spec_path.write_text(LLAMA_CPP_SPEC)
+    session = SizingSession.from_spec(load_spec(spec_path), spec_path, catalog, today=TODAY)
+    app = VramtuiApp(session, Config(), draft_file=tmp_path / "draft.toml")
+
+    async def show_fields(pilot) -> None:
+        await no_blink(pilot)
+        pilot.app.query_one("#f-llama_cpp-n_ctx", Input).focus()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=LARGE, run_before=show_fields)

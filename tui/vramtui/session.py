@@ -19,6 +19,7 @@ from vramtui.spec_fields import (
     FIELDS_BY_PATH,
     FieldDef,
     FieldError,
+    drop_stated_defaults,
     fields_for,
     get_value,
     locate_error,
@@ -29,6 +30,15 @@ from vramtui.spec_fields import (
 )
 
 FORM_SOURCE = "the form"
+
+
+def form_of(spec: Spec) -> dict:
+    """The form of a spec: its TOML-shaped dict, with the settings the spec holds at their
+    stated defaults left empty, so that the form shows them as defaults (a save still writes
+    them: the spec is the same)."""
+    form = spec_to_dict(spec)
+    drop_stated_defaults(form)
+    return form
 
 
 @dataclass
@@ -80,7 +90,7 @@ class SizingSession:
     def from_spec(
         cls, spec: Spec, path: Path | None = None, catalog=None, today: datetime.date | None = None
     ) -> SizingSession:
-        form = spec_to_dict(spec)
+        form = form_of(spec)
         results = compute(spec, path.parent if path else None, catalog, None, today)
         session = cls(form=form, results=results, path=path, catalog=catalog, today=today)
         session._pin_model_commit(results)
@@ -223,6 +233,14 @@ class SizingSession:
         del self.undo_stack[:-UNDO_DEPTH]
         self.form = form
         outcome = self.revalidate()
+        if path == "model" and outcome.valid:
+            from vramtui.spec_overrides import gguf_form_defaults
+
+            gguf_notes = gguf_form_defaults(self.form, self.results.arch)
+            if gguf_notes:  # a GGUF file: sized as stored, for llama.cpp (as the CLI does)
+                notes.extend(gguf_notes)
+                prune_inapplicable(self.form)
+                outcome = self.revalidate()
         outcome.layout_changed = before != [x.path for x in self.fields()]
         outcome.notes = tuple(notes)
         return outcome
@@ -377,7 +395,7 @@ class SizingSession:
         """Load a whole new spec into the form (after a triage change), marked unsaved."""
         self.undo_stack.append(self.form)
         del self.undo_stack[:-UNDO_DEPTH]
-        self.form = spec_to_dict(spec)
+        self.form = form_of(spec)
         self.texts.clear()
         self.errors.clear()
         self.dirty = True

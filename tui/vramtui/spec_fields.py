@@ -25,6 +25,9 @@ from vramtui.spec import (
     GRAD_DTYPES,
     HEADROOM_MODES,
     KV_CACHE_DTYPES,
+    LLAMA_CPP_CACHE_TYPES,
+    LLAMA_CPP_DEFAULT_N_BATCH,
+    LLAMA_CPP_DEFAULT_N_UBATCH,
     LOSS_IMPLS,
     OPTIMIZER_PLACEMENTS,
     OPTIMIZER_STATE_DTYPES,
@@ -32,6 +35,7 @@ from vramtui.spec import (
     SHARDING,
     TASK_KINDS,
     WEIGHT_FORMATS,
+    LlamaCpp,
 )
 from vramtui.units import parse_bytes
 
@@ -46,6 +50,7 @@ GROUP_TITLES = {
     "formats": "Formats",
     "lengths": "Lengths",
     "batch": "Batch",
+    "llama_cpp": "llama.cpp",
     "training": "Training",
     "placement": "Placement",
     "headroom": "Headroom",
@@ -116,6 +121,63 @@ def _framework_default(setting: str) -> Callable[[dict], str]:
         return str(value).lower() if isinstance(value, bool) else str(value)
 
     return default
+
+
+def _llama_cpp(d: dict) -> bool:
+    """[llama_cpp] applies: inference with runtime.engine "llama.cpp" (as the spec parser)."""
+    return _inference(d) and d.get("runtime", {}).get("engine") == "llama.cpp"
+
+
+def _whole(value: Any) -> int | None:
+    """A form value that is a positive whole number, else None (half-typed, missing)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+def _llama_cpp_slots(d: dict) -> int | None:
+    """-np as llama.cpp will get it: [llama_cpp] n_parallel, else batch.concurrency."""
+    return _whole(d.get("llama_cpp", {}).get("n_parallel")) or _whole(
+        d.get("batch", {}).get("concurrency")
+    )
+
+
+def _llama_cpp_n_ctx_default(d: dict) -> str:
+    """-c when not given: slots x (prompt + generated), what LlamaCpp.context works out."""
+    slots = _llama_cpp_slots(d)
+    lengths = d.get("lengths", {})
+    prompt, generated = lengths.get("prompt_tokens"), lengths.get("generated_tokens")
+    if slots is None or _whole(prompt) is None or _whole(generated) is None:
+        return "slots x (prompt + generated)"
+    return f"{slots * (prompt + generated)} = {slots} slot(s) x {prompt + generated}"
+
+
+def _llama_cpp_slots_default(d: dict) -> str:
+    concurrency = _whole(d.get("batch", {}).get("concurrency"))
+    return f"{concurrency} (batch.concurrency)" if concurrency else "batch.concurrency"
+
+
+def _llama_cpp_cache_default(d: dict) -> str:
+    """-ctk/-ctv when not given: runtime.kv_cache_dtype's llama.cpp name (LlamaCpp.cache_types)."""
+    dtype = d.get("runtime", {}).get("kv_cache_dtype")
+    name = LlamaCpp().cache_types(dtype)[0]
+    return name if name else f"none for kv_cache_dtype {dtype}: choose one"
+
+
+def _llama_cpp_field(
+    key: str, label: str, kind: str, default: Callable[[dict], str], help: str, choices=()
+) -> FieldDef:
+    return FieldDef(
+        f"llama_cpp.{key}",
+        label,
+        "llama_cpp",
+        kind,
+        tuple(choices),
+        optional=True,
+        help=help,
+        applies=_llama_cpp,
+        default=default,
+    )
 
 
 def _framework_choice(path: str, label: str, choices: tuple[str, ...]) -> FieldDef:
@@ -221,6 +283,65 @@ FIELDS: tuple[FieldDef, ...] = (
     FieldDef("batch.concurrency", "Concurrent sequences", "batch", "int", applies=_inference),
     FieldDef("batch.micro_batch", "Micro-batch", "batch", "int", applies=_training),
     FieldDef("batch.grad_accum", "Gradient accumulation", "batch", "int", applies=_training),
+    _llama_cpp_field(
+        "n_ctx",
+        "Context (-c)",
+        "int",
+        _llama_cpp_n_ctx_default,
+        "KV cells for all slots together; empty: slots x (prompt + generated)",
+    ),
+    _llama_cpp_field(
+        "n_parallel",
+        "Slots (-np)",
+        "int",
+        _llama_cpp_slots_default,
+        "sequences served at once; empty: batch.concurrency",
+    ),
+    _llama_cpp_field(
+        "n_batch",
+        "Logical batch (-b)",
+        "int",
+        lambda d: str(LLAMA_CPP_DEFAULT_N_BATCH),
+        f"empty: llama.cpp's {LLAMA_CPP_DEFAULT_N_BATCH}",
+    ),
+    _llama_cpp_field(
+        "n_ubatch",
+        "Physical batch (-ub)",
+        "int",
+        lambda d: str(LLAMA_CPP_DEFAULT_N_UBATCH),
+        f"empty: llama.cpp's {LLAMA_CPP_DEFAULT_N_UBATCH}; sizes the compute buffer",
+    ),
+    _llama_cpp_field(
+        "n_gpu_layers",
+        "GPU layers (-ngl)",
+        "int",
+        lambda d: "-1 (all)",
+        "-1: every layer and the output layer; fewer keeps the rest in host RAM",
+    ),
+    _llama_cpp_field(
+        "cache_type_k",
+        "K cache type (-ctk)",
+        "choice",
+        _llama_cpp_cache_default,
+        "empty: runtime.kv_cache_dtype's llama.cpp type",
+        LLAMA_CPP_CACHE_TYPES,
+    ),
+    _llama_cpp_field(
+        "cache_type_v",
+        "V cache type (-ctv)",
+        "choice",
+        _llama_cpp_cache_default,
+        "empty: runtime.kv_cache_dtype's llama.cpp type; quantised needs Flash Attention",
+        LLAMA_CPP_CACHE_TYPES,
+    ),
+    _llama_cpp_field("flash_attn", "Flash Attention (-fa)", "bool", lambda d: "true", "empty: on"),
+    _llama_cpp_field(
+        "kv_unified",
+        "Unified KV (--kv-unified)",
+        "bool",
+        lambda d: "false",
+        "one cache stream shared by every slot; empty: off",
+    ),
     FieldDef(
         "training.optimizer", "Optimiser", "training", "choice", OPTIMIZERS, applies=_training
     ),
@@ -325,6 +446,23 @@ def prune_inapplicable(d: dict) -> None:
             set_value(d, f.path, None)
 
 
+# Settings a parsed spec holds resolved to their stated default (LlamaCpp fills them in): the
+# form leaves them empty, shown as defaults, as it does for a [training] framework setting.
+STATED_DEFAULTS: dict[str, Any] = {
+    f"llama_cpp.{key}": getattr(LlamaCpp(), key)
+    for key in ("n_batch", "n_ubatch", "n_gpu_layers", "flash_attn", "kv_unified")
+}
+
+
+def drop_stated_defaults(d: dict) -> None:
+    """Remove from the spec form `d` the keys at their stated default (STATED_DEFAULTS): the
+    same spec, with those fields shown as defaults."""
+    for path, default in STATED_DEFAULTS.items():
+        value = get_value(d, path)
+        if value is not None and type(value) is type(default) and value == default:
+            set_value(d, path, None)
+
+
 def fields_for(d: dict) -> list[FieldDef]:
     """The fields that apply to the spec form `d`, in display order."""
     return [f for f in FIELDS if f.applies(d)]
@@ -419,6 +557,11 @@ FIELD_LIMITS: dict[str, int] = {
     "batch.concurrency": limits.MAX_BATCH,
     "batch.micro_batch": limits.MAX_BATCH,
     "batch.grad_accum": limits.MAX_GRAD_ACCUM,
+    "llama_cpp.n_ctx": limits.MAX_SEQ_TOKENS,
+    "llama_cpp.n_batch": limits.MAX_SEQ_TOKENS,
+    "llama_cpp.n_ubatch": limits.MAX_SEQ_TOKENS,
+    "llama_cpp.n_parallel": limits.MAX_BATCH,
+    "llama_cpp.n_gpu_layers": limits.MAX_LAYERS,
     "placement.gpus": limits.MAX_GPUS,
     "placement.tensor_parallel": limits.MAX_PARALLEL,
     "placement.pipeline_parallel": limits.MAX_PARALLEL,

@@ -204,3 +204,24 @@ def use_model_dtype(
         d["runtime"]["kv_cache_dtype"] = model_dtype
     new = spec_from_dict(d, source="the command line")
     return spec if new == spec else new
+
+
+def gguf_form_defaults(form: dict, arch) -> list[str]:
+    """A GGUF model named in the form is sized as stored and, for inference, for llama.cpp
+    (as `--model file.gguf` on the command line): set those in the TOML-shaped `form`.
+    Returns what was changed, in words (nothing for a model that is not a GGUF file)."""
+    from vramtui.models.gguf_file import gguf_main_type
+
+    gguf_type = gguf_main_type(arch) if arch is not None else None
+    if gguf_type is None:
+        return []
+    notes = []
+    weights = form.get("weights", {})
+    if weights.get("format") != "gguf" or weights.get("gguf_type") != gguf_type:
+        form["weights"] = {"format": "gguf", "gguf_type": gguf_type}
+        notes.append(f"weights set to gguf {gguf_type}, as the GGUF file stores them")
+    runtime = form.setdefault("runtime", {})
+    if form.get("task", {}).get("kind") == "inference" and runtime.get("engine") != "llama.cpp":
+        runtime["engine"] = "llama.cpp"
+        notes.append("engine set to llama.cpp, which runs GGUF files (its settings: llama.cpp)")
+    return notes

@@ -269,6 +269,8 @@ class VramtuiApp(FeedActions, FitActions, TriageActions, PaletteCommands, App):
             await form.sync_rows()
         if outcome.layout_changed or message.path in SETS_OTHER_FIELDS or outcome.notes:
             form.refresh_values(skip=message.path)
+        else:
+            form.show_defaults()  # llama.cpp's n_ctx and slots follow lengths and concurrency
         form.show_errors()
         if outcome.valid:
             self._refresh_all()

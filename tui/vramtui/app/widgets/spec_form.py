@@ -49,17 +49,36 @@ class FieldRow(Vertical):
                 prompt=f"(default: {self.default})" if self.default else "(not set)",
             )
         elif f.kind == "bool":
-            yield Switch(value=self.text == "true", id=wid)
+            yield Switch(value=switch_on(self.text, self.default), id=wid)
         elif f.kind == "quality":
             yield TextArea(self.text, id=wid, classes="quality-input", soft_wrap=True)
         else:
             yield Input(
-                self.text, id=wid, placeholder=f.help or "", compact=True, tooltip=f.help or None
+                self.text,
+                id=wid,
+                placeholder=input_placeholder(f, self.default),
+                compact=True,
+                tooltip=f.help or None,
             )
         yield Static(self.error or "", classes="field-error", markup=False)
 
     def on_mount(self) -> None:
         self.set_class(bool(self.error), "-invalid")
+
+    def show_default(self, default: str | None, text: str) -> None:
+        """The default moved with another field (slots x tokens, the KV dtype): show the new
+        one where the field is empty (`text`: what the field holds now)."""
+        if default == self.default:
+            return
+        self.default = default
+        widget = self.query_one(f"#{field_id(self.field.path)}")
+        if isinstance(widget, Input):
+            widget.placeholder = input_placeholder(self.field, default)
+        elif isinstance(widget, Select):
+            widget.prompt = f"(default: {default})" if default else "(not set)"
+        elif isinstance(widget, Switch) and not text:
+            with widget.prevent(Switch.Changed):
+                widget.value = switch_on(text, default)
 
     def show_error(self, error: str | None) -> None:
         if error == self.error:
@@ -67,6 +86,16 @@ class FieldRow(Vertical):
         self.error = error
         self.set_class(bool(error), "-invalid")
         self.query_one(".field-error", Static).update(error or "")
+
+
+def input_placeholder(f: FieldDef, default: str | None) -> str:
+    """An empty input shows its default (as a default, never as a value), else its help."""
+    return f"(default: {default})" if default else f.help or ""
+
+
+def switch_on(text: str, default: str | None) -> bool:
+    """A switch shows its value, or its default while the spec leaves the key out."""
+    return (text or default or "") == "true"
 
 
 class SpecForm(VerticalScroll, can_focus=False):
@@ -152,10 +181,18 @@ class SpecForm(VerticalScroll, can_focus=False):
         for row in self.query(FieldRow):
             row.show_error(self.session.errors.get(row.field.path))
 
+    def show_defaults(self) -> None:
+        """Defaults that follow other fields (llama.cpp's n_ctx, slots, cache types)."""
+        form = self.session.form
+        for row in self.query(FieldRow):
+            if row.field.default is not None:
+                row.show_default(row.field.default(form), self.session.text(row.field.path))
+
     def refresh_values(self, skip: str | None = None) -> None:
         """Put the session's texts back into the inputs (after open, recover, or an edit that
         sets other fields: task kind, weight format). `skip` is the field being typed into,
         left as the user has it."""
+        self.show_defaults()
         for row in self.query(FieldRow):
             if row.field.path == skip:
                 continue
@@ -172,8 +209,9 @@ class SpecForm(VerticalScroll, can_focus=False):
                     if widget.value != value:
                         widget.value = value
                 elif isinstance(widget, Switch):
-                    if widget.value != (text == "true"):
-                        widget.value = text == "true"
+                    on = switch_on(text, row.default)
+                    if widget.value != on:
+                        widget.value = on
                 elif isinstance(widget, TextArea):
                     if widget.text != text:
                         widget.text = text
