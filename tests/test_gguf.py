@@ -45,7 +45,9 @@ def _quant(w, name: str, rows: int, cols: int, qtype) -> None:
         w.add_tensor(name, np.zeros((rows, cols // block * size), dtype=np.uint8), raw_dtype=qtype)
 
 
-def write_model(path: Path, arch: str = "llama", *, tied: bool = False) -> Path:
+def write_model(
+    path: Path, arch: str = "llama", *, tied: bool = False, rope_freqs: bool = False
+) -> Path:
     """2 layers, n_embd 256, 4 heads, 2 KV heads (key_length 64), ff 512, 1,000 tokens."""
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(2)
@@ -65,6 +67,8 @@ def write_model(path: Path, arch: str = "llama", *, tied: bool = False) -> Path:
         _quant(w, f"blk.{i}.ffn_up.weight", 512, 256, T.F16)  # 131,072 x 2 = 262,144 B
     if not tied:
         _quant(w, "output.weight", 1000, 256, T.F16)  # 256,000 x 2 = 512,000 B
+    if rope_freqs:  # Llama 3.1's rope factors: head_dim / 2 = 32 values, 128 B
+        w.add_tensor("rope_freqs.weight", np.ones(32, dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -143,6 +147,16 @@ def test_architecture_from_llama_metadata(llama_file):
     # 256,000 + 2 x (65,536 + 32,768 + 256 + 131,072) + 256,000
     assert arch.param_count == 971_264
     assert "GGUF header" in arch.structure
+
+
+def test_rope_frequency_factors_are_a_buffer_not_parameters(tmp_path):
+    """llama.cpp stores Llama 3.1's rope factors as `rope_freqs.weight`; transformers holds them
+    in the `inv_freq` buffer, so they are no parameters (the count stays 971,264), while the
+    file's bytes keep their 32 x 4 = 128 B."""
+    plain = read_gguf(write_model(tmp_path / "plain.gguf"))
+    with_rope = read_gguf(write_model(tmp_path / "rope.gguf", rope_freqs=True))
+    assert architecture_from_gguf(with_rope).param_count == 971_264
+    assert with_rope.total_bytes - plain.total_bytes == 128
 
 
 def test_qwen2_tied_output_is_loaded_again_on_the_gpu(qwen_file):

@@ -288,9 +288,17 @@ class GgufStructure:
     main_type: str = "F16"  # the ggml type holding most of the 2-D weights
 
 
+# Tensors llama.cpp stores that are buffers, not parameters, in the transformers model: the
+# Llama 3.1 rope frequency factors (`rope_freqs.weight`, head_dim / 2 values; transformers
+# computes them into the `inv_freq` buffer). Their bytes still count in the file's weights.
+_BUFFERS = {"rope_freqs"}
+
+
 def modules_from_gguf(model: GgufModel) -> tuple[ModuleShape, ...]:
     grouped: dict[tuple, int] = defaultdict(int)
     for t in model.tensors:
+        if t.layer is None and t.name.split(".")[0] in _BUFFERS:
+            continue
         leaf, kind, group = _module_of(t)
         if kind == "linear" and len(t.shape) == 3:  # fused experts: [in, out, n_expert]
             key = (leaf, kind, group, t.shape[0] * t.shape[1], t.shape[0], t.shape[1])
