@@ -43,7 +43,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "training_corpus"
-HALVES = ("development", "held_out")
+HALVES = ("development", "held_out", "held_out_2")
 
 FRAMEWORKS = (
     "litgpt",
@@ -90,6 +90,36 @@ COUNTER_QUANTITY = {
 # Row models not found in the catalogue under their own name: (kind, reference, why). "catalogue"
 # references a catalogue Hub id; "config" a real config.json under tests/data.
 MODEL_SOURCES: dict[str, tuple[str, str, str]] = {
+    # Names as the round-2 held-out rows write them (mapped after that half's first run; the
+    # estimator was not changed): torchtitan's llama3 "flavors" are Meta's Llama 3.1 shapes
+    # (torchtitan/models/llama3/__init__.py: dim, n_layers, n_heads, n_kv_heads,
+    # ffn_dim_multiplier, multiple_of, vocab 128,256: the published configs' tensors).
+    "Llama 3.1 8B (torchtitan llama3 flavor 8B)": (
+        "catalogue",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "torchtitan's llama3 8B flavor builds Llama 3.1 8B's tensors",
+    ),
+    "Llama 3.1 70B (torchtitan llama3 flavor 70B)": (
+        "catalogue",
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "torchtitan's llama3 70B flavor builds Llama 3.1 70B's tensors",
+    ),
+    "Llama 3.1 405B (torchtitan llama3 flavor 405B)": (
+        "catalogue",
+        "meta-llama/Llama-3.1-405B-Instruct",
+        "torchtitan's llama3 405B flavor builds Llama 3.1 405B's tensors",
+    ),
+    "01-ai/Yi-34B (as written: Yi 34B)": ("catalogue", "01-ai/Yi-34B", "the row's model"),
+    "meta-llama/Llama-2-70b-hf (as written: Llama-2 70B)": (
+        "catalogue",
+        "meta-llama/Llama-2-70b-hf",
+        "the row's model",
+    ),
+    "meta-llama/Llama-2-7b (torchtune llama2_7b)": (
+        "catalogue",
+        "meta-llama/Llama-2-7b-hf",
+        "torchtune's llama2_7b builder is Llama 2 7B's architecture",
+    ),
     "meta-llama/Llama-3.2-1B": (
         "catalogue",
         "meta-llama/Llama-3.2-1B-Instruct",
@@ -761,6 +791,17 @@ def _sharding(s: dict, n_gpus: int, approx: list[str], defaults: list[str]) -> s
     return "none"
 
 
+# Stated settings that change memory and that the spec cannot express: sized without them,
+# each listed as an approximation of the row (never dropped silently).
+UNMODELLED_SETTINGS = {
+    "float8_linear": "float8 linear layers are not in the spec: sized in the stated precision",
+    "async_tp": "asynchronous tensor parallelism's buffers are not itemised",
+    "pp_schedule": "the pipeline schedule's in-flight micro-batches are not itemised",
+    "use_dora": "DoRA's magnitude vectors and extra activations are not itemised",
+    "num_virtual_tokens": "prefix/prompt tuning is sized as LoRA would not be: not itemised",
+}
+
+
 def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[str], list[str]]:
     """(spec dict or None, why not, defaults, approximations, notes) for one row."""
     from vramtui.spec_overrides import LORA_DEFAULTS
@@ -785,6 +826,18 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
         defaults.append("weights.format = nf4 (qlora without a stated quantisation)")
     if task == "full_finetune" and weights["format"] not in ("fp32", "bf16", "fp16"):
         return None, f"full fine-tune of {weights['format']} weights", [], [], []
+    cp = int(s.get("context_parallel") or 1)
+    if cp > 1:
+        return (
+            None,
+            f"context parallelism ({cp} GPUs split each sequence) is not in vramtui's spec",
+            [],
+            [],
+            [],
+        )
+    for key, what in UNMODELLED_SETTINGS.items():
+        if s.get(key):
+            approx.append(f"{key} = {s[key]!r}: {what}")
     n_gpus = run_devices(row, notes)
     if n_gpus < int(row.data["n_gpus"]) and n_gpus == 1:
         # lora.py / full.py at 00af8b0d9b: FSDPStrategy(..., activation_checkpointing_policy=
@@ -829,7 +882,12 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
         "batch": {"micro_batch": int(micro), "grad_accum": int(max(1, grad_accum))},
         "training": _training(s, weights, approx, defaults),
         "runtime": {"attention": attn},
-        "placement": {"gpus": n_gpus, "data_parallel_sharding": "none"},
+        "placement": {
+            "gpus": n_gpus,
+            "tensor_parallel": int(s.get("tensor_parallel") or 1),
+            "pipeline_parallel": int(s.get("pipeline_parallel") or 1),
+            "data_parallel_sharding": "none",
+        },
         "headroom": {"mode": "itemised"},
     }
     d["placement"]["data_parallel_sharding"] = _sharding(s, n_gpus, approx, defaults)
