@@ -544,6 +544,16 @@ FRAMEWORK_PINS: dict[tuple[str, str], tuple[dict[str, str], str]] = {
             "litgpt/finetune/lora.py warns 'LitGPT only supports bitsandbytes v0.42.0' for any other"
         ),
     ),
+    ("custom", "fsdp_qlora train.py"): (
+        {"bitsandbytes": "0.43.0", "transformers": "4.37.2"},
+        (
+            "answer.ai fsdp_qlora at e877dda: train.py builds Linear4bit(..., quant_storage="
+            "torch_dtype), an argument bitsandbytes has from 0.43.0, and README.md asks for "
+            "'bitsandbytes>=0.43.0' and 'transformers!=4.38.*,!=4.39.*'; the benchmarks ran in "
+            "February-March 2024, before bitsandbytes 0.43.2 (July 2024) and transformers 4.46 "
+            "(October 2024); the ledger uses only 'before 0.43.2' and 'before 4.46'"
+        ),
+    ),
 }
 
 
@@ -904,6 +914,13 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
             approx.append(
                 "CPU offload: the optimiser states and step on the CPU; parameters on the GPU"
             )
+            if "fsdp_qlora" in str(row.data.get("framework_detail", "")):
+                # train.py at e877dda: FSDP(..., cpu_offload=CPUOffload(offload_params=True)).
+                approx.append(
+                    "fsdp_qlora's use_cpu_offload is FSDP CPUOffload(offload_params=True): the "
+                    "sharded parameters and gradients also live on the CPU, each unit gathered "
+                    "to the GPU for its compute; the spec has no parameter offload"
+                )
         else:
             approx.append("CPU offload: not in the spec, sized on the GPU")
     if task in ("lora", "qlora"):

@@ -300,7 +300,12 @@ def test_bench_sizes_a_config_hub_row_on_the_devices_its_yaml_sets():
     row.data.update(n_gpus=4, settings_source=hub + "phi-2/lora.yaml")
     row.data["settings"].update(method="lora", quantize="", global_batch_size=8)
     d, _, _, _, notes = tc.build_spec_dict(row, _arch(L1B))
-    assert d["placement"] == {"gpus": 1, "data_parallel_sharding": "none"}
+    assert d["placement"] == {
+        "gpus": 1,
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "data_parallel_sharding": "none",
+    }
     assert d["training"]["grad_checkpointing"] == "none"
     assert d["batch"]["grad_accum"] == 2
     assert "fsdp_frozen_base" not in d["training"]
@@ -309,14 +314,24 @@ def test_bench_sizes_a_config_hub_row_on_the_devices_its_yaml_sets():
     full.data.update(n_gpus=4, settings_source=hub + "phi-2/full.yaml")
     full.data["settings"].update(method="full", quantize="", global_batch_size=16)
     d, *_ = tc.build_spec_dict(full, _arch(L1B))
-    assert d["placement"] == {"gpus": 2, "data_parallel_sharding": "fsdp"}
+    assert d["placement"] == {
+        "gpus": 2,
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "data_parallel_sharding": "fsdp",
+    }
     assert d["training"]["grad_checkpointing"] == "full"
     assert d["batch"]["grad_accum"] == 2  # 16 / (4 x 2)
     other = _row({"sharding": "fsdp"})
     other.data.update(n_gpus=4, settings_source="https://example.org/phi-2/lora.yaml")
     other.data["settings"].update(method="lora", quantize="")
     d, *_ = tc.build_spec_dict(other, _arch(L1B))
-    assert d["placement"] == {"gpus": 4, "data_parallel_sharding": "fsdp"}
+    assert d["placement"] == {
+        "gpus": 4,
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "data_parallel_sharding": "fsdp",
+    }
 
 
 def test_bench_takes_torchtune_readme_settings_from_the_one_recipe_config():
@@ -342,7 +357,12 @@ def test_bench_takes_torchtune_readme_settings_from_the_one_recipe_config():
     assert d["task"]["lora"] == {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}
     assert d["training"]["grad_checkpointing"] == "none"
     assert d["training"]["loss_impl"] == "full-upcast"
-    assert d["placement"] == {"gpus": 2, "data_parallel_sharding": "fsdp"}
+    assert d["placement"] == {
+        "gpus": 2,
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "data_parallel_sharding": "fsdp",
+    }
     assert (d["batch"]["micro_batch"], d["lengths"]["seq_len"]) == (4, 2048)
     assert any("recipes/configs/llama2/7B_lora.yaml" in x for x in defaults)
     full = _row({}, framework="torchtune", version="commit 0217d44c2e")
@@ -362,3 +382,47 @@ def test_bench_takes_torchtune_readme_settings_from_the_one_recipe_config():
     d, _, defaults, _, _ = tc.build_spec_dict(other, arch)
     assert not any("recipes/configs" in x for x in defaults)
     assert d["training"]["grad_checkpointing"] == "none"  # vramtui's default, listed
+
+
+# --------------------------------------------------------------------------- transformers < 4.46
+
+
+def test_transformers_before_4_46_copies_the_shifted_fp32_logits_by_hand():
+    """transformers v4.36-v4.45 modeling_llama.py LlamaForCausalLM.forward: `logits =
+    logits.float()` (returned in the output), `shift_logits = logits[..., :-1,
+    :].contiguous()`, then CrossEntropyLoss (log_softmax saves its fp32 output). 4.46.0 moved
+    the loss to loss/loss_utils.py ForCausalLMLoss (labels shifted with F.pad, no copy).
+    Llama-3.2-1B, 1 x 512 tokens x 128,256 = 65,667,072 logits: at the loss the fp32 logits,
+    the shifted copy and the log-softmax, 12 B = 788,004,864 B; the loss backward adds the
+    log-softmax's gradient and the shifted logits' gradient to the output's logits and the saved
+    log-softmax, 16 B = 1,050,673,152 B. Unstated or 4.46.0: the current 10 B and 12 B."""
+    arch = _arch(L1B)
+    old = estimate(_spec(mb=1, training='versions = { transformers = "4.37.2" }'), arch)
+    item = _item(old, "logits.training")
+    assert item.stage_bytes["forward"] == 788_004_864
+    assert item.stage_bytes["backward"] == 1_050_673_152
+    for training in ("", 'versions = { transformers = "4.46.0" }'):
+        cur = _item(estimate(_spec(mb=1, training=training), arch), "logits.training")
+        assert cur.stage_bytes["forward"] == 656_670_720  # 10 B per logit
+        assert cur.stage_bytes["backward"] == 788_004_864  # 12 B per logit
+    # LitGPT's own model code never ran transformers' loss: the version changes nothing.
+    lit_old = estimate(
+        _spec(mb=1, training=LITGPT + '\nversions = { transformers = "4.37.2" }'), arch
+    )
+    lit = estimate(_spec(mb=1, training=LITGPT), arch)
+    assert (
+        _item(lit_old, "logits.training").stage_bytes == _item(lit, "logits.training").stage_bytes
+    )
+
+
+def test_bench_pins_fsdp_qlora_rows_to_their_libraries():
+    """answer.ai fsdp_qlora (e877dda): Linear4bit(quant_storage=...) needs bitsandbytes 0.43.0,
+    README.md asks for bitsandbytes>=0.43.0; the March 2024 runs predate bitsandbytes 0.43.2 and
+    transformers 4.46: both mechanisms of the older versions apply."""
+    row = _row({}, framework="custom", version="fsdp_qlora train.py (Feb-Mar 2024; x)")
+    d, _, _, _, notes = tc.build_spec_dict(row, _arch(L1B))
+    assert d["training"]["versions"] == {"bitsandbytes": "0.43.0", "transformers": "4.37.2"}
+    assert any("quant_storage" in n for n in notes)
+    other = _row({}, framework="custom", version="torchtitan x")
+    d, *_ = tc.build_spec_dict(other, _arch(L1B))
+    assert "versions" not in d["training"]

@@ -449,6 +449,10 @@ def forward_logit_bytes(ctx: LedgerContext) -> tuple[Fraction, str]:
     b = ctx.act_bytes
     fwd, _, _, _ = loss_bytes_per_logit(ctx)
     if ctx.framework.loss_impl == "full-upcast":
+        from vramtui.ledger.training_mechanisms import shifted_logits_copy
+
+        if shifted_logits_copy(ctx):
+            return fwd, "4 B fp32 logits + 4 B shifted copy + 4 B log-softmax (transformers < 4.46)"
         if b == 4:
             return fwd, "4 B fp32 logits (the upcast is a no-op) + 4 B log-softmax"
         return fwd, f"{b} B + 4 B fp32 upcast + 4 B log-softmax"

@@ -21,6 +21,18 @@ from vramtui.ledger.placement import distribution
 BNB_4BIT_INPUT_FIX = "0.43.2"
 BNB_4BIT_INPUT_FIX_REF = "bitsandbytes PR #1270, commit 9e75374, released in 0.43.2"
 
+# transformers 4.46.0 moved the causal-LM loss into src/transformers/loss/loss_utils.py
+# (ForCausalLMLoss: labels shifted with F.pad, no copy of the shifted logits, and the models
+# return the logits in their own dtype). Before it, LlamaForCausalLM.forward (and the other
+# causal LMs: Mistral, Qwen2, Gemma...) ran `logits = logits.float()`, then
+# `shift_logits = logits[..., :-1, :].contiguous()` and CrossEntropyLoss, returning the fp32
+# logits in its output (modeling_llama.py at v4.36.0 .. v4.45.2).
+TRANSFORMERS_LOSS_UTILS = "4.46.0"
+TRANSFORMERS_LOSS_UTILS_REF = (
+    "modeling_llama.py LlamaForCausalLM.forward at v4.36-v4.45; ForCausalLMLoss in "
+    "loss/loss_utils.py from v4.46.0"
+)
+
 # bitsandbytes Optimizer8bit/Optimizer2State.get_state_buffer: a paged optimiser allocates a
 # parameter's states with F.get_paged (cudaMallocManaged, lib.cget_managed_ptr) only when
 # p.numel() >= 1e5; smaller parameters get torch.zeros_like (PyTorch's allocator).
@@ -66,6 +78,21 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
     fw = settings(ctx)
     b = ctx.act_bytes
     impl = fw.loss_impl
+    if impl == "full-upcast" and shifted_logits_copy(ctx):
+        return (
+            Fraction(12),
+            Fraction(16),
+            Fraction(b),
+            (
+                f"the full-vocabulary loss of transformers < {TRANSFORMERS_LOSS_UTILS} "
+                f"({TRANSFORMERS_LOSS_UTILS_REF}): the model upcasts its logits "
+                "(logits = logits.float(), kept in the output, 4 B), copies the shifted logits "
+                "(logits[..., :-1, :].contiguous(), 4 B) and CrossEntropyLoss saves its fp32 "
+                "log-softmax (4 B): 12 B per logit at the loss; the loss backward holds the "
+                "output's logits, the saved log-softmax, its gradient and the shifted logits' "
+                f"gradient (4 x 4 B); the LM head's backward the logits' gradient in {b} B"
+            ),
+        )
     if impl == "full-upcast":
         fwd = Fraction(8 if b == 4 else b + 8)
         return (
@@ -130,6 +157,18 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
             "a fused linear + cross-entropy kernel: no full logits in any dtype (one chunk's "
             "logits, a few MB, not itemised)"
         ),
+    )
+
+
+def shifted_logits_copy(ctx: LedgerContext) -> bool:
+    """Does the model's own forward compute the loss the transformers < 4.46 way (fp32 logits
+    in the output, a contiguous copy of the shifted logits)? Only for transformers model code
+    with a stated older transformers version."""
+    from vramtui.training_profiles import version_before
+
+    fw = settings(ctx)
+    return fw.profile.model_code == "transformers" and version_before(
+        ctx.spec, "transformers", TRANSFORMERS_LOSS_UTILS
     )
 
 
