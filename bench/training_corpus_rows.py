@@ -915,11 +915,12 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
                 "CPU offload: the optimiser states and step on the CPU; parameters on the GPU"
             )
             if "fsdp_qlora" in str(row.data.get("framework_detail", "")):
-                # train.py at e877dda: FSDP(..., cpu_offload=CPUOffload(offload_params=True)).
-                approx.append(
-                    "fsdp_qlora's use_cpu_offload is FSDP CPUOffload(offload_params=True): the "
-                    "sharded parameters and gradients also live on the CPU, each unit gathered "
-                    "to the GPU for its compute; the spec has no parameter offload"
+                # train.py at e877dda: FSDP(..., cpu_offload=CPUOffload(offload_params=True)):
+                # the sharded parameters and gradients live on the CPU too.
+                d["training"]["offload_params"] = True
+                notes.append(
+                    "fsdp_qlora's use_cpu_offload is FSDP CPUOffload(offload_params=True) "
+                    "(train.py at e877dda): offload_params = true"
                 )
         else:
             approx.append("CPU offload: not in the spec, sized on the GPU")

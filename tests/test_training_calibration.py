@@ -8,6 +8,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from vramtui.ledger import estimate
 from vramtui.ledger.activations import training_layer_bytes
 from vramtui.training_profiles import SPEC_OVERRIDES, load_profile
@@ -426,3 +428,85 @@ def test_bench_pins_fsdp_qlora_rows_to_their_libraries():
     other = _row({}, framework="custom", version="torchtitan x")
     d, *_ = tc.build_spec_dict(other, _arch(L1B))
     assert "versions" not in d["training"]
+
+
+# --------------------------------------------------------------------------- FSDP root, offload
+
+EMBED_8B = 128_256 * 4_096 * 2  # Llama-3.1-8B embedding (and its untied head) in bf16
+
+
+def _rank(est, key, stage):
+    return _item(est, key).rank_bytes_at(stage, est.layout)[0]
+
+
+def test_fsdp_root_unit_stays_whole_from_forward_to_backward_by_hand():
+    """torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard (torch 2.1-2.4):
+    `free_unsharded_flat_param = not state._is_root and ...`: the root unit is not resharded
+    after the forward (FSDP2: FSDPState._lazy_init sets the root's post_forward_mesh_info to
+    None). With the decoder-layer wrap (accelerate TRANSFORMER_BASED_WRAP, fsdp_qlora
+    train.py e877dda get_wrapping_policy, LitGPT FSDPStrategy(auto_wrap_policy={Block})) the
+    root holds the embedding and the LM head. Llama-3.1-8B: 128,256 x 4,096 x 2 B =
+    1,050,673,152 B each; on 4 ranks each already holds its quarter, 262,668,288 B, so
+    1,050,673,152 - 262,668,288 = 788,004,864 B more per rank for each, at the forward and the
+    backward."""
+    kw = {"model": L8B, "kind": "full_finetune", "gpus": 4, "sharding": "fsdp", "mb": 1}
+    est = estimate(_spec(**kw), _arch(L8B))
+    for group in ("embedding", "lm_head"):
+        key = f"transient.fsdp_root_unsharded.{group}"
+        assert _rank(est, key, "forward") == 788_004_864
+        assert _rank(est, key, "backward") == 788_004_864
+        assert _rank(est, key, "optimizer_step") == 0
+    # set off in the spec (a loop that wraps the embedding and head apart): no item
+    off = estimate(_spec(training="fsdp_root_gathered = false", **kw), _arch(L8B))
+    assert not any(i.key.startswith("transient.fsdp_root_unsharded") for i in off.items)
+    # ZeRO-3 has no root unit
+    z3 = estimate(_spec(**{**kw, "sharding": "zero3"}), _arch(L8B))
+    assert not any(i.key.startswith("transient.fsdp_root_unsharded") for i in z3.items)
+
+
+def test_fsdp_root_is_not_counted_twice_under_gathered_frozen_units():
+    """LitGPT LoRA under FSDP: fsdp_frozen_items already holds every frozen weight whole at the
+    backward (the root's embedding and head among them); the root item adds them at the
+    forward only: 1,050,673,152 - 1,050,673,152 / 2 = 525,336,576 B each on 2 ranks."""
+    kw = {"model": L8B, "gpus": 2, "sharding": "fsdp", "mb": 1, "ckpt": "full"}
+    est = estimate(_spec(training=LITGPT, **kw), _arch(L8B))
+    item = _item(est, "transient.fsdp_root_unsharded.embedding")
+    assert "backward" not in item.stages
+    assert _rank(est, "transient.fsdp_root_unsharded.embedding", "forward") == 525_336_576
+
+
+def test_parameter_offload_leaves_only_gathered_units_on_the_gpu_by_hand():
+    """fsdp_qlora train.py (e877dda) --use_cpu_offload: FSDP(cpu_offload=
+    CPUOffload(offload_params=True)): each flat parameter's shard lives on the CPU, its
+    gradient shard is copied to flat_param._cpu_grad (torch fsdp _runtime_utils.py
+    _post_backward_hook), and the optimiser steps the CPU parameters. On the GPU: the gathered
+    units and the root, whole (Llama-3.1-8B embedding and bf16 head, 1,050,673,152 B each),
+    and the activations; the NF4 base, adapters, gradients and states hold 0 B there."""
+    kw = {"model": L8B, "kind": "qlora", "fmt": "nf4", "gpus": 2, "sharding": "fsdp", "mb": 1}
+    spec = _spec(training="offload_params = true", **kw)
+    est = estimate(spec, _arch(L8B))
+    for item in est.items:
+        if item.category in ("weights", "quant_metadata", "adapter", "gradients", "optimizer"):
+            assert item.max_bytes == 0, item.key
+    for group in ("embedding", "lm_head"):
+        key = f"transient.fsdp_root_unsharded.{group}"
+        assert _rank(est, key, "backward") == 1_050_673_152
+    on_gpu = estimate(_spec(**kw), _arch(L8B))
+    assert _item(est, "transient.zero3_gather").max_bytes == pytest.approx(
+        _item(on_gpu, "transient.zero3_gather").max_bytes
+    )
+    assert sum(i.max_bytes for i in on_gpu.items if i.category == "weights") > 4e9
+    # without FSDP or ZeRO-3 there is nothing to offload: the field changes nothing
+    single = estimate(_spec(training="offload_params = true", model=L8B), _arch(L8B))
+    plain = estimate(_spec(model=L8B), _arch(L8B))
+    assert single.peak_bytes == plain.peak_bytes
+
+
+def test_bench_maps_fsdp_qlora_cpu_offload_to_parameter_offload():
+    """fsdp_qlora's use_cpu_offload is CPUOffload(offload_params=True) (train.py e877dda)."""
+    row = _row({"cpu_offload": True}, framework="custom", version="fsdp_qlora train.py (x)")
+    row.data["framework_detail"] = "answer.ai fsdp_qlora"
+    d, _, _, approx, _ = tc.build_spec_dict(row, _arch(L1B))
+    assert d["training"]["offload_params"] is True
+    assert d["training"]["optimizer_placement"] == "cpu-offload"
+    assert not any("no parameter offload" in a for a in approx)

@@ -157,6 +157,8 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "fsdp_frozen_base",
         "no_sync",
         "gqa_expand_kv",
+        "fsdp_root_gathered",
+        "offload_params",
         "versions",
     ),
     "training.versions": VERSIONED_LIBRARIES,
@@ -426,6 +428,10 @@ class Training:
     fsdp_frozen_base: str | None = None  # one of FSDP_FROZEN_BASE
     no_sync: bool | None = None  # FSDP accumulation steps under no_sync (unsharded gradients)
     gqa_expand_kv: bool | None = None  # K and V repeated to every query head before attention
+    # The FSDP root unit (embedding, final norm, LM head) whole on every rank, forward to backward.
+    fsdp_root_gathered: bool | None = None
+    # FSDP/ZeRO-3 parameter offload: parameter, gradient and optimiser shards in host memory.
+    offload_params: bool | None = None
     versions: tuple[tuple[str, str], ...] = ()  # (library, version) from [training.versions]
 
 
@@ -1284,6 +1290,8 @@ def _parse_training(root: _Table, kind: str) -> Training | None:
         fsdp_frozen_base=t.choice("fsdp_frozen_base", FSDP_FROZEN_BASE),
         no_sync=t.boolean("no_sync"),
         gqa_expand_kv=t.boolean("gqa_expand_kv"),
+        fsdp_root_gathered=t.boolean("fsdp_root_gathered"),
+        offload_params=t.boolean("offload_params"),
         versions=_training_versions(t),
     )
 

@@ -106,6 +106,8 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
                 "fsdp_frozen_base": tr.fsdp_frozen_base,
                 "no_sync": tr.no_sync,
                 "gqa_expand_kv": tr.gqa_expand_kv,
+                "fsdp_root_gathered": tr.fsdp_root_gathered,
+                "offload_params": tr.offload_params,
                 "versions": dict(tr.versions) or None,
             }
         )

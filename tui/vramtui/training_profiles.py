@@ -38,6 +38,8 @@ SETTINGS: dict[str, tuple[str, ...] | type] = {
     "quantizes_lm_head": bool,
     "softcap_attention_eager": bool,
     "fp32_model_output": bool,
+    "fsdp_root_gathered": bool,
+    "offload_params": bool,
 }
 # Settings that come with the framework's model code, not overridable in [training]
 # (loss_chunks comes with loss_impl's profile; unties_lm_head and quantizes_lm_head with the

@@ -26,6 +26,8 @@ from vramtui.ledger.training import training_state_items
 from vramtui.ledger.training_mechanisms import (
     dequantised_head_items,
     fsdp_frozen_items,
+    fsdp_root_items,
+    offload_param_items,
     untied_head_items,
 )
 from vramtui.ledger.weights import weight_items
@@ -71,6 +73,7 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
             items += training_state_items(ctx)
             items += encoders.training_items(ctx) if encoder else training_items(ctx)
             items += fsdp_frozen_items(ctx, items)
+            items += fsdp_root_items(ctx, items)
             items += dequantised_head_items(ctx)
         elif llama_cpp:
             items += kv_cache_items(ctx)
@@ -89,6 +92,8 @@ def estimate(spec, arch=None, checkpoint=None) -> Estimate:
             ]
         else:
             items += overhead_items(ctx)
+        if ctx.is_training:
+            items = offload_param_items(ctx, items)
     if llama_cpp:
         host = host_note(ctx)
         if host:

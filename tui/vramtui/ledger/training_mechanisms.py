@@ -338,7 +338,8 @@ def fsdp_frozen_items(ctx: LedgerContext, items) -> list[LedgerItem]:
         return []
     dp = ctx.layout.data_parallel
     frozen = frozen_weight_bytes(items)
-    extra = frozen - frozen // dp
+    offloaded = params_offloaded(ctx)
+    extra = frozen if offloaded else frozen - frozen // dp
     fw = settings(ctx)
     return [
         LedgerItem(
@@ -349,8 +350,13 @@ def fsdp_frozen_items(ctx: LedgerContext, items) -> list[LedgerItem]:
             basis=(
                 f"{fw.framework}: fsdp_frozen_base = gathered ({fw.origin('fsdp_frozen_base')}): "
                 f"the frozen weights ({frozen:,} B) are all-gathered for the backward and stay "
-                f"whole on every rank until its end; beside the 1/{dp} shard already counted: "
-                f"{frozen:,} - {frozen:,} / {dp} = {extra:,} B"
+                f"whole on every rank until its end; "
+                + (
+                    f"the shards are in host memory (offload_params): all {extra:,} B"
+                    if offloaded
+                    else f"beside the 1/{dp} shard already counted: "
+                    f"{frozen:,} - {frozen:,} / {dp} = {extra:,} B"
+                )
             ),
             stages=("backward",),
             stage_bytes={"backward": extra},
@@ -502,3 +508,139 @@ def untied_head_items(ctx: LedgerContext) -> list[LedgerItem]:
             distribution=_group_distribution(ctx, "lm_head", None),
         )
     ]
+
+
+# --------------------------------------------------------------------------- FSDP root unit
+
+# The weight groups an FSDP root unit holds when the wrap policy wraps the decoder blocks only
+# (the final norm is in the root too: hidden values, a few KB, not itemised).
+ROOT_GROUPS = ("embedding", "lm_head")
+FSDP_ROOT_STAGES = ("forward", "backward", "validation")
+
+
+def params_offloaded(ctx: LedgerContext) -> bool:
+    """Parameter CPU offload under FSDP or ZeRO-3 (FSDP CPUOffload(offload_params=True),
+    DeepSpeed offload_param): every parameter, gradient and optimiser-state shard in host
+    memory, each unit copied to the GPU and gathered for its compute."""
+    fw = settings(ctx)
+    return (
+        fw is not None
+        and bool(fw.offload_params)
+        and ctx.sharding in ("fsdp", "zero3")
+        and ctx.spec.task.kind != "inference"
+    )
+
+
+def _root_group(item) -> str | None:
+    if item.key == "weights.lm_head_untied":
+        return "lm_head"
+    for group in ROOT_GROUPS:
+        if item.key.startswith(f"weights.{group}."):
+            return group
+    return None
+
+
+def fsdp_root_items(ctx: LedgerContext, items) -> list[LedgerItem]:
+    """The FSDP root unit kept whole on every rank from the forward through the backward.
+
+    FSDP1's _post_forward_reshard frees nothing for the root (`not state._is_root`), FSDP2's
+    root is not resharded after the forward (post_forward_mesh_info = None); with a wrap policy
+    that wraps the decoder blocks, the root holds the embedding, the final norm and the LM head
+    (and a framework's untied head copy). Beside the 1/DP shard the weight items count:
+    bytes x (1 - 1/DP) more; all of it when the parameters are offloaded to the CPU."""
+    fw = settings(ctx)
+    if (
+        fw is None
+        or not fw.fsdp_root_gathered
+        or ctx.sharding != "fsdp"
+        or ctx.arch is None
+        or not ctx.is_training
+    ):
+        return []
+    dp = ctx.layout.data_parallel
+    offloaded = params_offloaded(ctx)
+    if dp <= 1 and not offloaded:
+        return []
+    # LoRA under frozen units kept gathered (fsdp_frozen_items): the backward already holds
+    # every frozen weight whole, the root's included.
+    stages = tuple(
+        s for s in FSDP_ROOT_STAGES if not (s == "backward" and frozen_base_gathered(ctx))
+    )
+    by_group: dict[str, int] = {}
+    for item in items:
+        group = _root_group(item)
+        if group is not None and item.category == "weights":
+            by_group[group] = by_group.get(group, 0) + item.max_bytes
+    out = []
+    for group, whole in by_group.items():
+        extra = whole if offloaded else whole - whole // dp
+        if not extra:
+            continue
+        how = (
+            f"the whole {whole:,} B (the shards are in host memory: offload_params)"
+            if offloaded
+            else f"{whole:,} - {whole:,} / {dp} = {extra:,} B beside the 1/{dp} shard already "
+            "counted"
+        )
+        out.append(
+            LedgerItem(
+                key=f"transient.fsdp_root_unsharded.{group}",
+                name=f"FSDP root unit unsharded: {'embedding' if group == 'embedding' else 'LM head'}",
+                category="transient",
+                status=ESTIMATED,
+                basis=(
+                    f"fsdp_root_gathered ({fw.origin('fsdp_root_gathered')}): the root unit's "
+                    f"{'embedding' if group == 'embedding' else 'LM head'} weights are gathered "
+                    "at the start of the forward and stay whole on every rank until the end of "
+                    f"the backward: {how}"
+                ),
+                stages=stages,
+                stage_bytes={s: extra for s in stages},
+                distribution=distribution(
+                    ctx.layout,
+                    where="first" if group == "embedding" else "last",
+                    tp_share=Fraction(1, ctx.tp),
+                ),
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- parameter offload
+
+# What parameter offload moves to host memory: the parameter shards (weights and their
+# quantisation metadata, adapters, fp32 master copies), the gradient shards (FSDP1 copies each
+# reduce-scattered shard to flat_param._cpu_grad) and the optimiser (its states and its step
+# run on the CPU parameters).
+OFFLOADED_CATEGORIES = ("weights", "quant_metadata", "adapter", "master_weights", "gradients")
+OFFLOADED_KEYS = ("optimizer", "optimizer.paged", "transient.optimizer_step")
+
+
+def offload_param_items(ctx: LedgerContext, items) -> list:
+    """Items with parameter offload applied: the offloaded ones hold 0 B on the GPU (kept in
+    the ledger, the basis says where they are)."""
+    if not params_offloaded(ctx):
+        return list(items)
+    from dataclasses import replace
+
+    fw = settings(ctx)
+    out = []
+    for item in items:
+        if item.category in OFFLOADED_CATEGORIES or item.key in OFFLOADED_KEYS:
+            out.append(
+                replace(
+                    item,
+                    basis=item.basis
+                    + (
+                        f"; in host memory, 0 B on the GPU: parameter offload "
+                        f"({fw.origin('offload_params')}; FSDP CPUOffload(offload_params=True) "
+                        "keeps each flat parameter's shard and its gradient shard (_cpu_grad) "
+                        "on the CPU, where the optimiser steps; each unit is copied to the GPU "
+                        "and all-gathered for its compute)"
+                    ),
+                    stage_bytes={s: 0 for s in item.stages},
+                )
+            )
+        else:
+            out.append(item)
+    return out
