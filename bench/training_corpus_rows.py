@@ -43,7 +43,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "training_corpus"
-HALVES = ("development", "held_out", "held_out_2")
+HALVES = ("development", "held_out", "held_out_2", "held_out_3")
 
 FRAMEWORKS = (
     "litgpt",
@@ -340,7 +340,7 @@ def map_targets(targets: list[str], arch) -> tuple[list[str], list[str]]:
     k_proj, v_proj, output_proj, mlp, output) become the Hugging Face modules they adapt: a
     model with fused qkv adapts that one module, `mlp` every MLP linear, `head` / `output`
     the LM head (none when the head is tied to the embedding). Other names are kept."""
-    if any(t.startswith("all-linear") for t in targets):
+    if any(t.startswith(("all-linear", "all linear")) for t in targets):
         return ["all-linear"], []
     linear = _linear_names(arch)
     out: list[str] = []

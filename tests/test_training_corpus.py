@@ -23,8 +23,8 @@ EXACT = re.compile(r"^[A-Za-z_]+:\s*(\d+)$")
 
 
 def test_corpus_size():
-    assert len(ROWS) == 298  # 200 rows in round 1, 98 in the fresh round-2 half
-    assert len({r.data["source_id"] for r in ROWS}) >= 38
+    assert len(ROWS) == 375  # 200 rows in round 1, 98 in round 2, 77 in round 3
+    assert len({r.data["source_id"] for r in ROWS}) >= 77
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.file)
@@ -55,9 +55,15 @@ def _expected_bytes(as_written: str, notes: str) -> int | None:
         value, unit = float(m.group(1)), m.group(2)
         if unit == "MB" and "MiB" in notes:
             unit = "MiB"  # the notes say the source's 'MB' is 2^20 (x // 1024**2)
-        if unit == "GB" and re.search(r"(computed|read) as GiB", notes):
+        if unit == "GB" and re.search(r"(computed|read) as GiB|GB here is GiB", notes):
             unit = "GiB"
         return round(value * UNIT_BYTES[unit])
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)G", as_written.strip())
+    if m and re.search(r"read as GiB", notes):  # a bare 'G' the notes read as 2^30
+        return round(float(m.group(1)) * 2**30)
+    m = re.match(r"(\d+(?:\.\d+)?)(\s+[a-z]|$)", as_written.strip())
+    if m and re.search(r"GB = 10\^9|GB \(1e9\)", notes):  # a figure printed without its unit
+        return round(float(m.group(1)) * 10**9)
     if re.fullmatch(r"\d+", as_written.strip()) and "MiB" in notes:
         return int(as_written) * 2**20
     return None
@@ -77,6 +83,10 @@ def test_unit_conventions_worked_by_hand():
     assert _expected_bytes("8.76 GiB", "") == 9_405_978_378  # 8.76 x 2^30, rounded
     assert _expected_bytes("9404", "b2mb = int(x / 2**20) -> MiB") == 9404 * 1_048_576
     assert _expected_bytes("OOM", "") is None
+    assert _expected_bytes("12.316 GB", "so GB here is GiB (2^30)") == 13_224_204_304
+    assert _expected_bytes("69G", "'69G' is read as GiB (2^30)") == 69 * 2**30
+    assert _expected_bytes("20.2 peak memory allocated", "so GB = 10^9") == 20_200_000_000
+    assert _expected_bytes("22.3", "torchtune's GB (1e9) of that time") == 22_300_000_000
 
 
 def test_every_source_in_exactly_one_half():
@@ -84,7 +94,11 @@ def test_every_source_in_exactly_one_half():
 
     split = tomllib.loads((tc.CORPUS / "split.toml").read_text(encoding="utf-8"))
     dev = split["development"]["sources"]
-    held = split["held_out"]["sources"] + split["held_out_2"]["sources"]
+    held = (
+        split["held_out"]["sources"]
+        + split["held_out_2"]["sources"]
+        + split["held_out_3"]["sources"]
+    )
     assert len(dev) == len(set(dev)) and len(held) == len(set(held))
     assert not set(dev) & set(held)
     used = {r.data["source_id"] for r in ROWS}
