@@ -90,6 +90,117 @@ COUNTER_QUANTITY = {
 # Row models not found in the catalogue under their own name: (kind, reference, why). "catalogue"
 # references a catalogue Hub id; "config" a real config.json under tests/data.
 MODEL_SOURCES: dict[str, tuple[str, str, str]] = {
+    # Names as the round-3 held-out rows write them (mapped after that half's first run; the
+    # estimator was not changed): Unsloth's re-uploads (unsloth/NAME, `-bnb-4bit` = the same
+    # model stored 4-bit; the row states the quantisation) are the official architectures.
+    "unsloth/Llama-3.2-3B-Instruct": (
+        "catalogue",
+        "meta-llama/Llama-3.2-3B-Instruct",
+        "Unsloth's re-upload of meta-llama/Llama-3.2-3B-Instruct",
+    ),
+    "unsloth/Llama-3.3-70B-Instruct": (
+        "catalogue",
+        "meta-llama/Llama-3.3-70B-Instruct",
+        "Unsloth's re-upload of meta-llama/Llama-3.3-70B-Instruct",
+    ),
+    "unsloth/Meta-Llama-3.1-8B": (
+        "catalogue",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "Unsloth's re-upload of meta-llama/Llama-3.1-8B-Instruct",
+    ),
+    "unsloth/Phi-4": ("catalogue", "microsoft/phi-4", "Unsloth's re-upload of microsoft/phi-4"),
+    "unsloth/Qwen3-14B-unsloth-bnb-4bit": (
+        "catalogue",
+        "Qwen/Qwen3-14B",
+        "Unsloth's re-upload of Qwen/Qwen3-14B",
+    ),
+    "unsloth/Qwen3-32B": ("catalogue", "Qwen/Qwen3-32B", "Unsloth's re-upload of Qwen/Qwen3-32B"),
+    "unsloth/gemma-3-27b-it": (
+        "catalogue",
+        "google/gemma-3-27b-it",
+        "Unsloth's re-upload of google/gemma-3-27b-it",
+    ),
+    "unsloth/gemma-3-4b-it": (
+        "catalogue",
+        "google/gemma-3-4b-it",
+        "Unsloth's re-upload of google/gemma-3-4b-it",
+    ),
+    "unsloth/llama-3-8b-bnb-4bit": (
+        "catalogue",
+        "meta-llama/Meta-Llama-3-8B",
+        "Unsloth's re-upload of meta-llama/Meta-Llama-3-8B",
+    ),
+    "unsloth/mistral-7b-instruct-v0.3-bnb-4bit": (
+        "catalogue",
+        "mistralai/Mistral-7B-Instruct-v0.3",
+        "Unsloth's re-upload of mistralai/Mistral-7B-Instruct-v0.3",
+    ),
+    "unsloth/Mistral-Nemo-Base-2407": (
+        "catalogue",
+        "mistralai/Mistral-Nemo-Instruct-2407",
+        "base and Instruct of Mistral Nemo publish the same architecture config",
+    ),
+    "unsloth/Qwen2.5-7B": (
+        "catalogue",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "base and Instruct of Qwen2.5 7B publish the same architecture config",
+    ),
+    "unsloth/gemma-2-2b": (
+        "catalogue",
+        "google/gemma-2-2b-it",
+        "base and -it of Gemma 2 2B publish the same architecture config",
+    ),
+    "unsloth/gemma-2-9b": (
+        "catalogue",
+        "google/gemma-2-9b-it",
+        "base and -it of Gemma 2 9B publish the same architecture config",
+    ),
+    "unsloth/llama-3-8b-Instruct-bnb-4bit": (
+        "catalogue",
+        "meta-llama/Meta-Llama-3-8B",
+        "base and Instruct of Llama 3 8B publish the same architecture config",
+    ),
+    "unsloth/mistral-7b-v0.3": (
+        "catalogue",
+        "mistralai/Mistral-7B-Instruct-v0.3",
+        "base and Instruct of Mistral 7B v0.3 publish the same architecture config",
+    ),
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": (
+        "catalogue",
+        "mistralai/Mixtral-8x7B-v0.1",
+        "base and Instruct of Mixtral 8x7B publish the same architecture config",
+    ),
+    "Mixtral 8x7B": ("catalogue", "mistralai/Mixtral-8x7B-v0.1", "the row's model, named in words"),
+    "llama2_7b (Llama-2-7B)": (
+        "catalogue",
+        "meta-llama/Llama-2-7b-hf",
+        "torchtune's llama2_7b builder is Llama 2 7B's architecture",
+    ),
+    "llama2_7b (torchtune.models.llama2.llama2_7b)": (
+        "catalogue",
+        "meta-llama/Llama-2-7b-hf",
+        "torchtune's llama2_7b builder is Llama 2 7B's architecture",
+    ),
+    "llama2_7b (torchtune.models.llama2.llama2_7b, Llama-2-7b-hf weights)": (
+        "catalogue",
+        "meta-llama/Llama-2-7b-hf",
+        "torchtune's llama2_7b builder is Llama 2 7B's architecture",
+    ),
+    "NousResearch/Llama-2-70b-hf": (
+        "catalogue",
+        "meta-llama/Llama-2-70b-hf",
+        "a mirror of Meta's Llama-2-70b-hf",
+    ),
+    "unsloth/Phi-3.5-mini-instruct": (
+        "config",
+        "tests/data/hub_configs/microsoft--Phi-3.5-mini-instruct.json",
+        "Unsloth's re-upload of microsoft/Phi-3.5-mini-instruct (its published config)",
+    ),
+    "bigcode/gpt_bigcode-santacoder": (
+        "config",
+        "tests/data/configs/gpt_bigcode-santacoder.json",
+        "its config's structural keys (tests/data/configs/README.md)",
+    ),
     # Names as the round-2 held-out rows write them (mapped after that half's first run; the
     # estimator was not changed): torchtitan's llama3 "flavors" are Meta's Llama 3.1 shapes
     # (torchtitan/models/llama3/__init__.py: dim, n_layers, n_heads, n_kv_heads,
