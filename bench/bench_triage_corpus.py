@@ -15,9 +15,11 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   once, on 2026-12-03 (results `triage-corpus-2026-12-03-round3.md`), then spent: it joined
   tuning for round 4;
 - `held_out_4` (round 4): the same again, collected while round 4 was tuned (on the four spent
-  halves only). Measured once, on 2026-12-03 (results `triage-corpus-2026-12-03-round4.md`).
+  halves only). Measured once, on 2026-12-03 (results `triage-corpus-2026-12-03-round4.md`),
+  then spent: it joined tuning for round 5.
 
-`--half tuning` is every spent half: development, held_out, held_out_2 and held_out_3.
+`--half tuning` is every spent half: development, held_out, held_out_2, held_out_3 and
+held_out_4.
 
 `--fold a|b` keeps one fold of what `--half` selects, split by repository: fold `a` holds the
 repositories whose sha256(lowercase "owner/name") is even, fold `b` the odd ones. Tune on one
@@ -67,7 +69,7 @@ STAGES_READER_LACKS = {"eval": "other", "save": "other"}
 HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4")
 # Named pools of halves: what `--half` accepts besides a single half.
 POOLS = {
-    "tuning": ("development", "held_out", "held_out_2", "held_out_3"),
+    "tuning": ("development", "held_out", "held_out_2", "held_out_3", "held_out_4"),
     "both": ("development", "held_out"),
     "all": HALVES,
 }

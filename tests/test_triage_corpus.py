@@ -125,9 +125,10 @@ def test_one_report_per_thread_unless_marked_as_a_second_error():
 
 
 def test_the_reader_holds_its_figures_on_the_spent_pool():
-    """Floors just under the tuning pool's figures (every spent half; round 4: OOMs read
-    433/437, near-misses read as OOM 1/145, stage right 387/437, figures exact 1402/1441).
-    A change that loses ground on real reports fails here; raise the floors when it gains."""
+    """Floors just under the tuning pool's figures (every spent half; round 5, with held_out_4
+    in the pool: OOMs read 508/513, near-misses read as OOM 2/180 (onnxruntime#14942 and
+    bert-nmt#14), stage right 464/513, figures exact 1652/1691). A change that loses ground on
+    real reports fails here; raise the floors when it gains."""
     import importlib.util
 
     path = CORPUS.parent.parent / "bench" / "bench_triage_corpus.py"
@@ -137,7 +138,7 @@ def test_the_reader_holds_its_figures_on_the_spent_pool():
     reports, half_of = bench.load_corpus(CORPUS)
     pool = set(bench.POOLS["tuning"])
     s = bench.summarise([bench.score_one(r) for r in reports if half_of[r["repository"]] in pool])
-    assert s["oom_read_as_oom"] >= 433, s["oom_read_as_oom"]
-    assert s["near_miss_read_as_oom"] <= 1, s["near_miss_read_as_oom"]
-    assert s["stage_right"] >= 385, s["stage_right"]
-    assert s["figures_exact_first"] >= 1400, s["figures_exact_first"]
+    assert s["oom_read_as_oom"] >= 507, s["oom_read_as_oom"]
+    assert s["near_miss_read_as_oom"] <= 2, s["near_miss_read_as_oom"]
+    assert s["stage_right"] >= 462, s["stage_right"]
+    assert s["figures_exact_first"] >= 1650, s["figures_exact_first"]

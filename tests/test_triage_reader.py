@@ -679,7 +679,9 @@ def test_phase_rules_on_small_tracebacks():
                     "out = F.dequantize_4bit(B)",
                 ),
             ],
-            "unknown",
+            # the whole traceback, a model call and nothing anywhere that says training:
+            # inference (the whole-paste fallback, tests/test_triage_round5.py)
+            "generate",
         ),
         (
             [

@@ -32,7 +32,9 @@ NEAR_MISS_KINDS = (
 )
 MAX_QUOTE_CHARS = 160  # of the line quoted as evidence
 
-_HOST_RAM_ALLOC = ("DefaultCPUAllocator",)
+# PyTorch's CPU allocator; TensorFlow's ("OOM when allocating tensor ... on
+# /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu", "mklcpu" with oneDNN)
+HOST_RAM_ALLOC = ("DefaultCPUAllocator", "by allocator cpu", "by allocator mklcpu")
 # ollama's scheduler before it loads a model: "model requires more system memory (5.0 GiB) than
 # is available (3.9 GiB)" compares the host's free RAM with what the CPU part needs
 _HOST_RAM_CHECK = ("requires more system memory",)
@@ -106,11 +108,11 @@ def _at(log: CleanLog, i: int) -> str:
 def near_miss(log: CleanLog) -> tuple[str, str] | None:
     """(kind, one plain phrase): what the paste shows instead of a GPU out-of-memory error
     (see the module docstring); kind is one of NEAR_MISS_KINDS. None: none of these."""
-    i = _first_line_with(log, _HOST_RAM_ALLOC)
+    i = _first_line_with(log, HOST_RAM_ALLOC)
     if i is not None:
         return "host_ram", (
-            "the host ran out of system RAM (CPU memory), not GPU memory: PyTorch's DefaultCPUAllocator could "
-            f"not allocate ({_at(log, i)})"
+            "the host ran out of system RAM (CPU memory), not GPU memory: the framework's CPU "
+            f"allocator could not allocate ({_at(log, i)})"
         )
     i = _first_line_with(log, _HOST_RAM_CHECK)
     if i is not None:

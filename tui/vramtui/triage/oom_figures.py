@@ -167,8 +167,10 @@ def _other_processes(listed: list[tuple[int, str]], f: Facts) -> list[tuple[int,
     a container the job's PID is another number, so its own line reads like a stranger's. The
     job holds at least what PyTorch allocated: when "this process has" is missing, the one line
     with X at least that figure is the job (`process_in_use_bytes`); with no such figure, a
-    single line is the job; no line that large means every line is another process. Two
-    candidates, or several lines and no figure, cannot be told apart: neither figure is read.
+    single line is the job; no line that large means every line is another process. Of two
+    candidates, the one within `_NON_TORCH_CAP` of what PyTorch reserved is the job when it is
+    the only one; otherwise they, or several lines and no figure, cannot be told apart: neither
+    figure is read.
     """
     if not listed:
         return []
@@ -186,6 +188,10 @@ def _other_processes(listed: list[tuple[int, str]], f: Facts) -> list[tuple[int,
             # the job's process holds every segment PyTorch reserved (allocated + cached), not
             # only what is allocated; less a slack for the two figures' printed rounding
             candidates = [k for k in candidates if listed[k][0] >= reserved - _ROUNDING_SLACK]
+            near = [k for k in candidates if listed[k][0] - reserved <= _NON_TORCH_CAP]
+            if len(candidates) > 1 and len(near) == 1:
+                # only one holds PyTorch's segments plus a plausible non-PyTorch overhead
+                candidates = near
     if len(candidates) > 1:
         return []
     if candidates:
@@ -194,6 +200,10 @@ def _other_processes(listed: list[tuple[int, str]], f: Facts) -> list[tuple[int,
 
 
 _ROUNDING_SLACK = 16 * 2**20  # two figures rounded to 0.01 GiB: at most 10.24 MiB off
+# What a job's process holds beyond PyTorch's reserved segments (CUDA context, cuBLAS / cuDNN
+# workspaces, NCCL buffers): under a GiB in practice; 2 GiB is the bound used to pick the job
+# out of several "Process N has X" lines.
+_NON_TORCH_CAP = 2 * 2**30
 
 
 def _reserved_by_pytorch(f: Facts) -> int | None:
@@ -412,9 +422,10 @@ def read_fraction(text: str, f: Facts) -> None:
 # is read.
 _XLA_EXACT = (
     # the request itself, when printed as a byte count (Intel's ITEX allocator: "trying to
-    # allocate 10529419660 Bytes (rounded to 10529419776 Bytes)"): the rounding is the pool's
+    # allocate 10529419660 Bytes (rounded to 10529419776 Bytes)"). "(rounded to N)" is the
+    # allocator's bin size, at least the request: not the request ("27.93GiB (rounded to
+    # 29995136256)" asked for 27.93 GiB; 29995136256 B would print as 27.94GiB).
     ("tried_to_allocate_bytes", ascii_re(r"trying to allocate (\d{1,20}) [Bb]ytes\b")),
-    ("tried_to_allocate_bytes", ascii_re(r"\(rounded to (\d{1,20})(?: [Bb]ytes)?\)")),
     ("tried_to_allocate_bytes", ascii_re(r"failed to allocate \S{1,24} \((\d{1,20}) bytes\)")),
     (
         "tried_to_allocate_bytes",
@@ -483,6 +494,7 @@ _EXACT_BYTES = (
     # a device runtime's ("Not enough space to allocate 204800000 B DRAM buffer")
     ("tried_to_allocate_bytes", ascii_re(r"\bfailed to allocate (\d{1,20}) bytes\b")),
     ("tried_to_allocate_bytes", ascii_re(r"\bspace to allocate (\d{1,20}) B\b")),
+    ("tried_to_allocate_bytes", ascii_re(r"allocate tensor with (\d{1,20}) bytes\b")),  # DirectML
 )
 _ORT_GPU = ascii_re(r"; GPU=(\d{1,3})\b")
 

@@ -67,6 +67,7 @@ FRAMEWORKS = (
     "vulkan",
     "tinygrad",
     "nnabla",
+    "directml",
 )
 # Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
 # PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
@@ -222,6 +223,32 @@ def _generic(m: re.Match[str], text: str) -> str:
     return "pytorch"
 
 
+# Words that put "CUDA out of memory" in a reporter's sentence, each a fixed-width lookbehind.
+_PROSE_BEFORE = "".join(
+    f"(?<!{w} )"
+    for w in (
+        "getting",
+        "get",
+        "got",
+        "gets",
+        "having",
+        "facing",
+        "into",
+        "hit",
+        "hitting",
+        "encounter",
+        "encountered",
+        "encountering",
+        "causes",
+        "caused",
+        "throws",
+        "gives",
+        "giving",
+        "run",
+        "runs",
+    )
+)
+
 _VLLM_END = ascii_re(r"initializing the engine\.?|max_model_len`\.?\s*$|other processes\.?\s*$")
 
 FORMS: tuple[Form, ...] = (
@@ -230,8 +257,11 @@ FORMS: tuple[Form, ...] = (
         # What follows is the message's own punctuation or "Tried to allocate": prose such as
         # "getting CUDA out of memory error" is not the message. A retyped message may be
         # lower case ("cuda out of memory, tried to allocate 50MiB(GPU 0; ...").
+        # A reporter's sentence ("I am getting CUDA out of memory.") is not the message
+        # either, unless the figures follow it.
         ascii_re(
-            r"(?<![\"'])\b(?P<dev>CUDA|HIP|XPU|cuda|Cuda) out of memory"
+            r"(?<![\"'])\b(?:" + _PROSE_BEFORE + r"|(?=\w{3,4} out of memory[.,:]?\s{0,3}"
+            r"[Tt]ried to allocate))(?P<dev>CUDA|HIP|XPU|cuda|Cuda) out of memory"
             r"(?=[.,;:!()]|\s*$|\s{1,3}[Tt]ried to allocate)"
         ),
         "allocation",
@@ -664,6 +694,19 @@ FORMS: tuple[Form, ...] = (
         read_exact_bytes,
         exception_prefix=False,
         keys=("ut of Memory:", "ut of memory:", "ut Of Memory:"),
+    ),
+    Form(
+        "directml",
+        # torch-directml (Windows, any DirectX 12 card): "Could not allocate tensor with
+        # 402653184 bytes. There is not enough GPU video memory available!"
+        ascii_re(
+            r"\bCould not allocate tensor with \d{1,20} bytes\. {0,2}There is not enough GPU "
+            r"video memory available"
+        ),
+        "allocation",
+        "directml",
+        read_exact_bytes,
+        keys=("not enough GPU video memory",),
     ),
     Form(
         "tinygrad_device",

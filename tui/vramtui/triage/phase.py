@@ -17,6 +17,10 @@
 4. The log lines and code lines before the traceback, nearest first, at most
    LOG_CONTEXT_LINES of them ("Loading checkpoint shards", "Epoch [2][250/267]", a ComfyUI
    node type, a reproduction snippet's `model.quantize(...)`).
+5. When none of these decides, `phase_fallback` reads the whole paste as words: a TensorFlow
+   node named anywhere, inference named in code with no training anywhere, a model's forward
+   in a whole traceback (or a quoted model call) with no training anywhere, or a forward in a
+   run that trains.
 
 It reads the lines `log_prefixes.clean_log` left (prefixes, colours and wrappers gone) and
 answers with the original line numbers. Everything is plain `re`, line by line, with bounded
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from vramtui.triage import phase_log_rules as log_rules
 from vramtui.triage import phase_rules as rules
 from vramtui.triage.log_prefixes import CleanLog, clean_lines
+from vramtui.triage.phase_fallback import fallback_phase
 from vramtui.triage.tracebacks import (
     MAX_TRACEBACK_LINES,
     TB_HEADER,
@@ -144,6 +149,9 @@ def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
     found = _from_engine_frames(headed, log)
     if found:
         return found
+    guess = fallback_phase(log, event_idx, frames)
+    if guess is not None:
+        return _line_verdict(log, guess.line_idx, guess.phase, guess.reason)
     if headed:
         return _unknown(
             f"no frame of the {len(headed)}-frame traceback names a load, "

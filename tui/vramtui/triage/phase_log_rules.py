@@ -15,7 +15,12 @@ _A = re.ASCII
 # ------------------------------------------------------------------------------ the error line
 
 # TensorFlow names the op that failed: "[[{{node training/Adam/mul_23}}]]", "[[Node: ...".
-_TF_NODE = re.compile(r"\[\[(?:\{\{node |Node: )(?P<node>[^\s}=\]]{1,300})", _A)
+# TensorFlow 1.13-1.15 writes "[[node x (defined at ...)", and a graph-mode traceback says
+# "Caused by op 'x', defined at:".
+_TF_NODE = re.compile(
+    r"\[\[(?:\{\{node |Node: |node )(?P<node>[^\s}=\]]{1,300})|Caused by op '(?P<op>[^\s']{1,300})'",
+    _A,
+)
 _TF_OPT_NODE = re.compile(
     r"/(?:Adam|AdamW|SGD|RMSProp|RMSprop|Adagrad|Adadelta|Momentum|LAMB|Nadam|Adamax|Ftrl)"
     r"\w{0,20}/|Apply(?:Adam|Gradient|Momentum|RMSProp)",
@@ -186,16 +191,31 @@ def caller_rule(text: str) -> tuple[str, str] | None:
     return None
 
 
+def tf_node(text: str) -> str | None:
+    """The TensorFlow node a line names ("[[{{node x}}]]", "[[Node: x = ...", "Node: 'x'")."""
+    m = _TF_NODE.search(text)
+    if m:
+        return m["node"] or m["op"]
+    m2 = _TF2_NODE.search(text)
+    return (m2["node"] or m2["n2"]) if m2 else None
+
+
+def tf_node_phase(node: str) -> tuple[str, str] | None:
+    """(phase, reason) from a TensorFlow node's name: an optimizer's op or a gradient op."""
+    if _TF_OPT_NODE.search(node):
+        return ("optimizer_step", f"TensorFlow names the failed op {node}: an optimizer update")
+    if _TF_GRAD_NODE.search(node):
+        return ("backward", f"TensorFlow names the failed op {node}: a gradient op")
+    return None
+
+
 def event_line_rule(text: str) -> tuple[str, str] | None:
     """(phase, reason) from the error line (or a line just after it) alone."""
-    m = _TF_NODE.search(text)
-    m2 = None if m else _TF2_NODE.search(text)
-    if m or m2:
-        node = m["node"] if m else (m2["node"] or m2["n2"])
-        if _TF_OPT_NODE.search(node):
-            return ("optimizer_step", f"TensorFlow names the failed op {node}: an optimizer update")
-        if _TF_GRAD_NODE.search(node):
-            return ("backward", f"TensorFlow names the failed op {node}: a gradient op")
+    node = tf_node(text)
+    if node is not None:
+        hit = tf_node_phase(node)
+        if hit is not None:
+            return hit
         if _TF_TRAINING_ATTR.search(text):
             return (
                 "train_forward",
@@ -269,6 +289,13 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
             re.IGNORECASE | _A,
         ),
         "the log was setting the model up (model-parallel groups, loading its weights)",
+    ),
+    (
+        "load",
+        # a server's own start-up line: it loads its model before it serves ("Starting server,
+        # this might take a few minutes...")
+        re.compile(r"\bStarting (?:the |a )?(?:\w{1,20} )?(?:server|engine|service)\b", _A),
+        "the log says the server was starting (loading its model) and had served no request",
     ),
     (
         "generate",

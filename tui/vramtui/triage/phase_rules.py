@@ -383,7 +383,7 @@ _LOSS_FILES = (
 _LOSS_PATH = re.compile(r"/(?:\w{0,40}_)?loss(?:es)?(?:/|\.py$|_\w{0,40}\.py$)", _A)
 
 RE_OPT_CODE = re.compile(
-    r"\b(?:optimizer|optim|opt|scaler|self\.optimizer|self\.optim)\.step\(|"
+    r"\b(?:\w{0,30}_)?(?:optimizer|optim|opt|scaler)(?:_\w{1,20})?\.step\(|"
     r"zeros_like\(p, memory_format|\btorch\._foreach_\w{1,24}_?\(",
     _A,
 )

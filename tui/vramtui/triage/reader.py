@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from vramtui.triage.log_prefixes import CleanLog, clean_log, line_tag
-from vramtui.triage.not_oom import host_error_beside_retries, near_miss
+from vramtui.triage.not_oom import HOST_RAM_ALLOC, host_error_beside_retries, near_miss
 from vramtui.triage.oom_forms import (
     ANCHORS,
     ANY_KEY,
@@ -592,7 +592,6 @@ _EXCEPTION_LINE = ascii_re(
     r"(?:[A-Za-z_][\w.]{0,100}\.)?[A-Z]\w{0,80}(?:Error|Exception|Exit|Interrupt|"
     r"Failure)\b(?::\s?.{0,400})?\s*$|Error: .{1,400}$"
 )
-_HOST_RAM = "DefaultCPUAllocator"  # PyTorch's CPU allocator: host RAM ran out
 _UNREADABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 
 
@@ -687,7 +686,7 @@ def read_log(text: str) -> TriageReading:
     )
     events = _postprocess(found, reader, ollama)  # line_no: 1 + index in the cleaned lines
     # the host's RAM, not the GPU's: said by not_oom_reason (not_oom.near_miss), not an event
-    events = [e for e in events if _HOST_RAM not in e.message]
+    events = [e for e in events if not any(mark in e.message for mark in HOST_RAM_ALLOC)]
     events = _mark_echoes(_mark_headings(events, log), log)
     failures = [e.message for e in events if e.is_failure]
     if failures and _host_error_beside_retries(reader, failures):
