@@ -16,7 +16,9 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   tuning for round 4;
 - `held_out_4` (round 4): the same again, collected while round 4 was tuned (on the four spent
   halves only). Measured once, on 2026-12-03 (results `triage-corpus-2026-12-03-round4.md`),
-  then spent: it joined tuning for round 5.
+  then spent: it joined tuning for round 5;
+- `held_out_5` (round 5): the same again, collected while round 5 was tuned. Measured once, on
+  2026-12-03 (results `triage-corpus-2026-12-03-round5.md`).
 
 `--half tuning` is every spent half: development, held_out, held_out_2, held_out_3 and
 held_out_4.
@@ -27,7 +29,7 @@ fold's misses and measure the other before and after: that is the estimate of ho
 transfer to repositories never looked at.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
-        [--half development|held_out|held_out_2|held_out_3|held_out_4|tuning|both|all]
+        [--half development|held_out|held_out_2|held_out_3|held_out_4|held_out_5|tuning|both|all]
         [--fold a|b] [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
@@ -66,7 +68,7 @@ from vramtui.triage.reader import FIGURE_KEYS, read_log  # noqa: E402
 
 CORPUS = REPO / "tests" / "triage_corpus"
 STAGES_READER_LACKS = {"eval": "other", "save": "other"}
-HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4")
+HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4", "held_out_5")
 # Named pools of halves: what `--half` accepts besides a single half.
 POOLS = {
     "tuning": ("development", "held_out", "held_out_2", "held_out_3", "held_out_4"),

@@ -37,7 +37,7 @@ def _load(path: Path) -> dict:
 def _split() -> dict[str, str]:
     split = tomllib.loads((CORPUS / "split.toml").read_text(encoding="utf-8"))
     half_of: dict[str, str] = {}
-    for half in ("development", "held_out", "held_out_2", "held_out_3", "held_out_4"):
+    for half in ("development", "held_out", "held_out_2", "held_out_3", "held_out_4", "held_out_5"):
         for repo in split.get(half, {}).get("repositories", []):
             assert repo not in half_of, f"{repo} is in both halves"
             half_of[repo] = half
