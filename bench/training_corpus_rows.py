@@ -302,8 +302,19 @@ TASK_OF_METHOD = {"full": "full_finetune", "lora": "lora", "qlora": "qlora"}
 
 # Precisions that train in pure bf16 (parameters, gradients and optimiser states in the
 # parameter dtype, no fp32 master copy): LitGPT's bf16-true, torchtune's dtype bf16, PEFT's
-# method-comparison loop with the model in bf16 and use_amp false.
-PURE_BF16 = ("bf16-true", "bf16", "bfloat16 (model dtype; use_amp false)")
+# method-comparison loop with the model in bf16 and use_amp false; the HF Trainer with the
+# model loaded in bf16 and neither its bf16 nor fp16 flag (fms-acceleration's full-finetuning
+# and standard-peft scenarios at 24bdadb: `torch_dtype: bfloat16`, no `bf16: True`, and
+# accelerate.yaml `mixed_precision: 'no'`, so no autocast and no FSDP MixedPrecision: the
+# Trainer at transformers 4.48.1 keeps no fp32 copy and torch.optim.AdamW's states take the
+# parameters' dtype, `torch.zeros_like(p)`).
+PURE_BF16 = (
+    "bf16-true",
+    "bf16",
+    "bf16 (dtype: bf16)",
+    "bfloat16 (model dtype; use_amp false)",
+    "torch_dtype bfloat16 (pure bf16 weights; no mixed precision flag)",
+)
 
 # LitGPT's LoRA flags and torchtune's lora_attn_modules names, by what they adapt.
 ATTENTION_INPUTS = ("q_proj", "k_proj", "v_proj")
@@ -881,12 +892,24 @@ def _framework_at_commit(row: Row, notes: list[str]) -> dict[str, str]:
     return {}
 
 
+EXACT_VERSION = re.compile(r"\d+(\.\d+)*([.-]?(a|b|rc|post|dev)\d*)?")
+
+
 def _versions(row: Row, notes: list[str]) -> dict[str, str]:
     """[training.versions] for a row: its library_versions, else its framework's pins."""
     from vramtui.spec import VERSIONED_LIBRARIES
 
-    stated = row.data.get("library_versions") or {}
-    out = {k: str(v) for k, v in stated.items() if k in VERSIONED_LIBRARIES}
+    # The corpus states a row's versions in its [settings] (the settings the source states);
+    # a top-level table is read too.
+    stated = row.settings.get("library_versions") or row.data.get("library_versions") or {}
+    out = {}
+    for k, v in stated.items():
+        if k not in VERSIONED_LIBRARIES:
+            continue
+        if EXACT_VERSION.fullmatch(str(v).strip()):
+            out[k] = str(v).strip()
+        else:  # a requirement range (">=0.43.3") names no version the run used
+            notes.append(f"library version {k} {v!r} is a range, not a version: not used")
     if out:
         return out
     for (fw, prefix), (pins, why) in FRAMEWORK_PINS.items():

@@ -510,3 +510,93 @@ def test_bench_maps_fsdp_qlora_cpu_offload_to_parameter_offload():
     assert d["training"]["offload_params"] is True
     assert d["training"]["optimizer_placement"] == "cpu-offload"
     assert not any("no parameter offload" in a for a in approx)
+
+
+# --------------------------------------------------------------------------- fms-acceleration rows
+
+MIXTRAL = "mistralai/Mixtral-8x7B-v0.1"  # hidden 4096, 32 layers, 8 experts of width 14,336
+
+
+def test_transformers_4_experts_are_linears_that_bitsandbytes_quantises_by_hand():
+    """transformers 4.48.1 (and 4.57.1) modeling_mixtral.py MixtralSparseMoeBlock:
+    `self.experts = nn.ModuleList([MixtralBlockSparseTop2MLP(config) ...])`, each with w1, w3
+    (4096 -> 14,336) and w2 (14,336 -> 4096) nn.Linear layers, which a 4-bit load replaces by
+    Linear4bit. 5.0.0 fused them (`MixtralExperts.gate_up_proj = nn.Parameter(...)`), which
+    bitsandbytes leaves in bf16. Experts: 32 layers x 8 x 3 x 4096 x 14,336 =
+    45,097,156,608 parameters: NF4 x 0.5 B = 22,548,578,304 B; bf16 x 2 B = 90,194,313,216 B."""
+    arch = _arch(MIXTRAL)
+    lora = 'rank = 16\ntargets = ["q_proj", "k_proj", "v_proj", "o_proj"]'
+    old = estimate(
+        _spec(
+            model=MIXTRAL,
+            kind="qlora",
+            fmt="nf4",
+            lora=lora,
+            training='versions = { transformers = "4.48.1" }',
+        ),
+        arch,
+    )
+    assert _item(old, "weights.experts.nf4").stage_bytes["forward"] == 22_548_578_304
+    assert not [i for i in old.items if i.key == "weights.experts.bf16"]
+    for training in ("", 'versions = { transformers = "5.0.0" }'):
+        cur = estimate(
+            _spec(model=MIXTRAL, kind="qlora", fmt="nf4", lora=lora, training=training), arch
+        )
+        assert _item(cur, "weights.experts.bf16").stage_bytes["forward"] == 90_194_313_216
+        assert not [i for i in cur.items if i.key == "weights.experts.nf4"]
+
+
+def _fms_row(settings: dict) -> tc.Row:
+    data = {
+        "framework": "hf-trainer",
+        "framework_version": "fms-acceleration @ 24bdadb228 (x)",
+        "n_gpus": 1,
+        "notes": "",
+        "settings": {"model": L1B, "method": "full", **settings},
+    }
+    return tc.Row("synthetic.toml", data, "held_out_3")
+
+
+def test_bench_reads_the_trainers_bf16_model_without_amp_as_pure_bf16():
+    """fms-acceleration scenarios.yaml (24bdadb) full-finetuning: `torch_dtype: bfloat16` and no
+    `bf16: True`; accelerate.yaml `mixed_precision: 'no'`. The Trainer (transformers 4.48.1)
+    then runs no autocast and keeps no fp32 copy, and torch.optim.AdamW's states are
+    `torch.zeros_like(p)` in bf16. Llama-3.2-1B, 1,235,814,400 parameters: no master weights,
+    AdamW states 2 x 2 B = 4,943,257,600 B (mixed precision: 8 B = 9,886,515,200 B)."""
+    pure = _fms_row(
+        {"precision": "torch_dtype bfloat16 (pure bf16 weights; no mixed precision flag)"}
+    )
+    d, *_ = tc.build_spec_dict(pure, _arch(L1B))
+    t = d["training"]
+    assert (t["master_weights_fp32"], t["grad_dtype"], t["optimizer_state_dtype"]) == (
+        False,
+        "bf16",
+        "bf16",
+    )
+    est = estimate(_spec_of(d), _arch(L1B))
+    assert _item(est, "optimizer").stage_bytes["optimizer_step"] == 4_943_257_600
+    assert not [i for i in est.items if i.key == "master_weights"]
+    amp = _fms_row({"precision": "torch_dtype bfloat16 + bf16 True (autocast)"})
+    d, *_ = tc.build_spec_dict(amp, _arch(L1B))
+    assert d["training"]["master_weights_fp32"] is True
+
+
+def _spec_of(d: dict):
+    from vramtui.spec import spec_from_dict
+
+    return spec_from_dict(d, source="synthetic.toml")
+
+
+def test_bench_reads_the_library_versions_a_row_states_in_its_settings():
+    """The corpus rows state their versions in [settings] library_versions (fms-acceleration's
+    refs/requirements.txt at 24bdadb: transformers==4.48.1, bitsandbytes==0.43.3); a requirement
+    range (PEFT's DeepSpeed doc: `bitsandbytes>=0.43.3`) names no version the run used."""
+    row = _fms_row(
+        {"library_versions": {"transformers": "4.48.1", "bitsandbytes": "0.43.3", "torch": "2.4.1"}}
+    )
+    d, *_ = tc.build_spec_dict(row, _arch(L1B))
+    assert d["training"]["versions"] == {"transformers": "4.48.1", "bitsandbytes": "0.43.3"}
+    ranged = _fms_row({"library_versions": {"bitsandbytes": ">=0.43.3", "peft": "0.13.2"}})
+    d, _, _, _, notes = tc.build_spec_dict(ranged, _arch(L1B))
+    assert d["training"]["versions"] == {"peft": "0.13.2"}
+    assert any("'>=0.43.3' is a range" in n for n in notes)

@@ -32,6 +32,32 @@ GROUP_LABELS = {
 _CHECKPOINT_METHODS = {"gptq": "gptq", "awq": "awq", "fp8": "fp8", "bitsandbytes": None}
 
 
+# transformers 5.0.0 fused each MoE block's experts into 3-D parameters
+# (modeling_mixtral.py `MixtralExperts`: `gate_up_proj = nn.Parameter(torch.empty(num_experts,
+# 2 * intermediate_dim, hidden_dim))`), which bitsandbytes does not quantise. Up to 4.57.1
+# every expert was its own module of nn.Linear layers (`self.experts =
+# nn.ModuleList([MixtralBlockSparseTop2MLP(config) ...])` with w1/w2/w3 nn.Linear; the same
+# ModuleList in qwen2_moe, qwen3_moe, olmoe, deepseek_v3), so a 4-bit or 8-bit load quantised
+# them. gpt_oss already held fused parameters in 4.x (`GptOssExperts.gate_up_proj =
+# nn.Parameter(...)` at 4.57.1).
+TRANSFORMERS_FUSED_EXPERTS = "5.0.0"
+FUSED_EXPERTS_BEFORE_5 = ("gpt_oss",)
+
+
+def experts_are_linears(ctx: LedgerContext, module: ModuleShape) -> bool:
+    """Are the routed experts, fused in the model shapes (transformers 5), nn.Linear layers
+    in the transformers version the spec states? Only with a stated version older than
+    5.0.0; unstated: the current (fused) layout."""
+    from vramtui.training_profiles import version_before
+
+    return (
+        module.group == "experts"
+        and ctx.arch is not None
+        and ctx.arch.model_type not in FUSED_EXPERTS_BEFORE_5
+        and version_before(ctx.spec, "transformers", TRANSFORMERS_FUSED_EXPERTS)
+    )
+
+
 def module_format(ctx: LedgerContext, module: ModuleShape) -> tuple[str, str]:
     """The format a module is held in, and why (one phrase)."""
     weights = ctx.spec.weights
@@ -53,6 +79,11 @@ def module_format(ctx: LedgerContext, module: ModuleShape) -> tuple[str, str]:
             return fmt, f"{ctx.framework.framework} quantises every nn.Linear, the head too"
         return compute, f"{module.group} is left in {compute} by {fmt} loaders"
     if fmt in BNB4_FORMATS + ("int8",) and not module.is_nn_linear:
+        if experts_are_linears(ctx, module):
+            return fmt, (
+                f"transformers < {TRANSFORMERS_FUSED_EXPERTS} builds every expert from "
+                "nn.Linear layers: quantised"
+            )
         return compute, f"not an nn.Linear (fused tensor): bitsandbytes leaves it in {compute}"
     return fmt, "quantised linear layer"
 
