@@ -27,12 +27,17 @@ FIGURE_KEYS = (
     "reserved_total_bytes",
     "already_allocated_bytes",
     "allowed_bytes",
-    "other_processes_bytes",
+    "other_processes_total_bytes",
     "kv_cache_bytes",
     "model_weights_bytes",
     "activation_peak_bytes",
     "non_torch_bytes",
 )
+# Keys a message prints once per item: PyTorch writes one "Process N has X memory in use" line
+# per other process on the card. Each item is its own figure, in the order printed
+# (`Facts.lists`, `OomEvent.figure_lists`); `other_processes_total_bytes` is their sum, a
+# derived figure kept for the advice.
+LISTED_FIGURE_KEYS = ("other_processes_bytes",)
 
 _A = re.ASCII
 # A quantity as the frameworks print it: "20.00 MiB", "79.19GiB", "512 bytes", "1,024.5 MB".
@@ -46,11 +51,13 @@ _BARE = r"(?<![-\d.,])(\d{1,9}(?:\.\d{1,6})?[KMGT])(?!\w|\.\w)"  # "31.06M." end
 
 
 class Facts:
-    __slots__ = ("binary_si", "figures", "gpu", "tokens", "written")
+    __slots__ = ("binary_si", "figures", "gpu", "lists", "lists_written", "tokens", "written")
 
     def __init__(self, binary_si: bool = False) -> None:
         self.figures: dict[str, int] = {}
         self.written: dict[str, str] = {}
+        self.lists: dict[str, list[int]] = {}  # keys from LISTED_FIGURE_KEYS
+        self.lists_written: dict[str, list[str]] = {}
         self.tokens: dict[str, int] = {}
         self.gpu: int | None = None
         self.binary_si = binary_si
@@ -156,8 +163,10 @@ def read_torch(text: str, f: Facts) -> None:
             listed.append((value, m.group(2).strip()))
     others = _other_processes(listed, f)
     if others:
-        f.figures["other_processes_bytes"] = sum(v for v, _ in others)
-        f.written["other_processes_bytes"] = " + ".join(w for _, w in others)
+        f.lists["other_processes_bytes"] = [v for v, _ in others]
+        f.lists_written["other_processes_bytes"] = [w for _, w in others]
+        f.figures["other_processes_total_bytes"] = sum(v for v, _ in others)
+        f.written["other_processes_total_bytes"] = " + ".join(w for _, w in others)
 
 
 def _other_processes(listed: list[tuple[int, str]], f: Facts) -> list[tuple[int, str]]:
