@@ -131,7 +131,11 @@ _TORCH_FIELDS = (
     ("reserved_total_bytes", ascii_re(_Q + r" reserved in total by Py[Tt]orch")),
     ("reserved_unallocated_bytes", ascii_re(_Q + r" cached[;)]")),
     ("process_in_use_bytes", ascii_re(r"this process has " + _Q + r" memory in use")),
-    ("allocated_by_pytorch_bytes", ascii_re(r"Of the allocated memory " + _Q + r" is\b")),
+    # a paste cut right after the figure ("... Of the allocated memory 44.91 GiB i") still has it
+    (
+        "allocated_by_pytorch_bytes",
+        ascii_re(r"Of the allocated memory " + _Q + r"(?: is\b| ?i?\s*$)"),
+    ),
     ("reserved_unallocated_bytes", ascii_re(_Q + r" is reserved by PyTorch but unallocated")),
     # a paste cut inside the sentence ("..., and 87.85 MiB is reserved by PyTorch b", "..., and
     # 217.26 MiB is reserve"): the figure after ", and" that closes "Of the allocated memory"
@@ -509,6 +513,7 @@ _ORT_GPU = ascii_re(r"; GPU=(\d{1,3})\b")
 
 
 def read_exact_bytes(text: str, f: Facts) -> None:
+    read_driver_free_total(text, f)
     for key, pattern in _EXACT_BYTES:
         m = pattern.search(text)
         if m and key not in f.figures:
@@ -517,6 +522,20 @@ def read_exact_bytes(text: str, f: Facts) -> None:
     m = _ORT_GPU.search(text)
     if m:
         f.set_gpu(m.group(1))
+
+
+# XLA's cudaMallocAsync allocator prints the driver's view on the line after its failure:
+# " Reported by CUDA: Free memory/Total memory: 22635544576/85095874560" (bytes).
+_DRIVER_FREE_TOTAL = ascii_re(r"\bFree memory/Total memory: {0,4}(\d{1,20}) {0,4}/ {0,4}(\d{1,20})\b")
+
+
+def read_driver_free_total(text: str, f: Facts) -> None:
+    m = _DRIVER_FREE_TOTAL.search(text)
+    if m:
+        for key, digits in (("free_bytes", m.group(1)), ("total_capacity_bytes", m.group(2))):
+            if key not in f.figures:
+                f.figures[key] = int(digits)
+                f.written[key] = digits
 
 
 _MLX_ALLOC = ascii_re(r"\[metal::malloc\] Unable to allocate (\d{1,20}) bytes")
