@@ -45,7 +45,10 @@ Prints per-class and total figures for each half and writes
   stage.
 - Figures: every labelled figure whose key the reader knows (`FIGURE_KEYS`), compared to the
   byte with the same key on the FIRST OOM event the reader found (the issue asks for the first)
-  and, for reference, on the event the reader calls primary. Labelled figures under keys the
+  and, for reference, on the event the reader calls primary. A figure-less mention the reader
+  ties to the message just after it (an IDE pop-up's "Exception has occurred: OutOfMemoryError",
+  a reporter's "results in CUDA out of memory." above the message: `echo_of` a later line) is
+  that same failure, so the first OOM is the message it heads. Labelled figures under keys the
   reader has no name for (`other_*` keys) are counted apart, as unsupported.
 - Repeated keys: PyTorch prints one "Process N has X memory in use" line per process. The label
   records each other process as its own `other_processes_bytes` figure (and the job's own line
@@ -140,7 +143,13 @@ def score_one(report: dict) -> dict:
     reading = read_log(text)
     seconds = time.perf_counter() - start
     first = reading.events[0] if reading.events else None
-    failures = [e for e in reading.events if e.kind != "startup"]
+    # a figure-less mention that the reader ties to the message right after it (a heading:
+    # `echo_of` a later line) is that same failure, not a first one of its own
+    failures = [
+        e
+        for e in reading.events
+        if e.kind != "startup" and (e.echo_of is None or e.echo_of < e.line_no)
+    ]
     first_failure = failures[0] if failures else first
     out = {
         "id": report["id"],

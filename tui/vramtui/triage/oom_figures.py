@@ -173,6 +173,23 @@ def read_torch(text: str, f: Facts) -> None:
         f.written["other_processes_total_bytes"] = " + ".join(w for _, w in others)
 
 
+# An allocator's own words next to an out-of-memory word, in engines with no form of their own
+# (flashlight / ArrayFire: "Failed to allocate memory of size 152.00 MiB (Device: 0, Capacity:
+# 14.75 GiB, Allocated: 13.93 GiB, Cached: 721.55 MiB) with error '... Device out of memory").
+_GENERIC_FIELDS = (
+    ("tried_to_allocate_bytes", ascii_re(r"\b[Ff]ailed to allocate (?:memory of size )?" + _Q)),
+    ("total_capacity_bytes", ascii_re(r"[(,]\s?Capacity: " + _Q)),
+    ("already_allocated_bytes", ascii_re(r"[(,]\s?Allocated: " + _Q)),
+)
+
+
+def read_generic(text: str, f: Facts) -> None:
+    """A message that only says "out of memory" near an error word: PyTorch's figures when it
+    is PyTorch's, else an allocator's "failed to allocate X (Capacity: Y, Allocated: Z)"."""
+    read_torch(text, f)
+    _fields(text, f, _GENERIC_FIELDS)
+
+
 def _other_processes(listed: list[tuple[int, str]], f: Facts) -> list[tuple[int, str]]:
     """Sort the "Process N has X memory in use" lines into the job's own and the others'.
 
@@ -526,7 +543,9 @@ def read_exact_bytes(text: str, f: Facts) -> None:
 
 # XLA's cudaMallocAsync allocator prints the driver's view on the line after its failure:
 # " Reported by CUDA: Free memory/Total memory: 22635544576/85095874560" (bytes).
-_DRIVER_FREE_TOTAL = ascii_re(r"\bFree memory/Total memory: {0,4}(\d{1,20}) {0,4}/ {0,4}(\d{1,20})\b")
+_DRIVER_FREE_TOTAL = ascii_re(
+    r"\bFree memory/Total memory: {0,4}(\d{1,20}) {0,4}/ {0,4}(\d{1,20})\b"
+)
 
 
 def read_driver_free_total(text: str, f: Facts) -> None:

@@ -27,6 +27,7 @@ from vramtui.triage.oom_figures import (
     read_driver_free_total,
     read_exact_bytes,
     read_fraction,
+    read_generic,
     read_llama,
     read_mlx,
     read_mps,
@@ -263,9 +264,11 @@ FORMS: tuple[Form, ...] = (
         # either, unless the figures follow it. Markdown emphasis may open it
         # ("_CUDA out of memory. ... cached)_").
         ascii_re(
-            r"(?<![\"'])(?<![A-Za-z0-9])(?:" + _PROSE_BEFORE + r"|(?=\w{3,4} out of memory[.,:]?\s{0,3}"
+            r"(?<![\"'])(?<![A-Za-z0-9])(?:"
+            + _PROSE_BEFORE
+            + r"|(?=\w{3,4} out of memory[.,:]?\s{0,3}"
             r"[Tt]ried to allocate))(?P<dev>CUDA|HIP|XPU|cuda|Cuda) out of memory"
-            r"(?=[.,;:!()]|\s*$|\s{1,3}[Tt]ried to allocate)"
+            r"(?=[.,;:!()]|\s*$|\s{1,3}[Tt]ried to allocate)(?![.!]?\*\*\s*$)"
         ),
         "allocation",
         _dev,
@@ -739,11 +742,11 @@ FORMS: tuple[Form, ...] = (
         "generic",
         ascii_re(
             r"(?:Error|error|ERROR|FAILED|failed|RESOURCE_EXHAUSTED)\b[^\n]{0,120}?"
-            r"\b[Oo]ut [Oo]f [Mm]emory\b"
+            r"\b[Oo]ut [Oo]f [Mm]emory\b(?![.!]?\*\*\s*$)"
         ),
         "allocation",
         _generic,
-        read_torch,
+        read_generic,
         keys=("ut of memory", "ut of Memory", "ut Of Memory", "ut Of memory"),
     ),
 )
