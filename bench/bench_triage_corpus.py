@@ -18,10 +18,11 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   halves only). Measured once, on 2026-12-03 (results `triage-corpus-2026-12-03-round4.md`),
   then spent: it joined tuning for round 5;
 - `held_out_5` (round 5): the same again, collected while round 5 was tuned. Measured once, on
-  2026-12-03 (results `triage-corpus-2026-12-03-round5.md`).
+  2026-12-03 (results `triage-corpus-2026-12-03-round5.md`), then spent: it joined tuning for
+  round 6.
 
-`--half tuning` is every spent half: development, held_out, held_out_2, held_out_3 and
-held_out_4.
+`--half tuning` is every spent half: development, held_out, held_out_2, held_out_3, held_out_4
+and held_out_5.
 
 `--fold a|b` keeps one fold of what `--half` selects, split by repository: fold `a` holds the
 repositories whose sha256(lowercase "owner/name") is even, fold `b` the odd ones. Tune on one
@@ -44,8 +45,17 @@ Prints per-class and total figures for each half and writes
   stage.
 - Figures: every labelled figure whose key the reader knows (`FIGURE_KEYS`), compared to the
   byte with the same key on the FIRST OOM event the reader found (the issue asks for the first)
-  and, for reference, on the event the reader calls primary. Labelled figures under keys the
-  reader has no name for (`other_*`, per-process figures) are counted apart, as unsupported.
+  and, for reference, on the event the reader calls primary. A figure-less mention the reader
+  ties to the message just after it (an IDE pop-up's "Exception has occurred: OutOfMemoryError",
+  a reporter's "results in CUDA out of memory." above the message: `echo_of` a later line) is
+  that same failure, so the first OOM is the message it heads. Labelled figures under keys the
+  reader has no name for (`other_*` keys) are counted apart, as unsupported.
+- Repeated keys: PyTorch prints one "Process N has X memory in use" line per process. The label
+  records each other process as its own `other_processes_bytes` figure (and the job's own line
+  as `process_in_use_bytes`); the reader lists them (`OomEvent.figure_lists`) and adds their
+  sum as `other_processes_total_bytes`. A label's figures under one key are matched against the
+  reader's list for that key as a multiset: each labelled figure is exact when an equal figure
+  of the reader's list is left unmatched, whatever the order.
 """
 
 from __future__ import annotations
@@ -64,14 +74,14 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO / "tui") not in sys.path:
     sys.path.insert(0, str(REPO / "tui"))
 
-from vramtui.triage.reader import FIGURE_KEYS, read_log  # noqa: E402
+from vramtui.triage.reader import FIGURE_KEYS, LISTED_FIGURE_KEYS, read_log  # noqa: E402
 
 CORPUS = REPO / "tests" / "triage_corpus"
 STAGES_READER_LACKS = {"eval": "other", "save": "other"}
 HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4", "held_out_5")
 # Named pools of halves: what `--half` accepts besides a single half.
 POOLS = {
-    "tuning": ("development", "held_out", "held_out_2", "held_out_3", "held_out_4"),
+    "tuning": HALVES,
     "both": ("development", "held_out"),
     "all": HALVES,
 }
@@ -105,6 +115,27 @@ def stage_right(label: dict, said: str) -> bool:
     return said == "unknown" and label.get("stage_basis") in ("reporter", "none")
 
 
+def _pools(event) -> dict[str, collections.Counter]:
+    """The reader's figures of one event, per key, as multisets (see "Repeated keys")."""
+    if event is None:
+        return {}
+    keys = set(event.figures) | set(event.figure_lists)
+    return {k: collections.Counter(event.figure_list(k)) for k in keys}
+
+
+def _take(pool: dict[str, collections.Counter], key: str, want: int) -> int | None:
+    """The reader's figure matched to a labelled one: an equal one not yet matched, else the
+    first left under that key (shown in the misses), else None."""
+    bag = pool.get(key)
+    if not bag:
+        return None
+    if bag[want] > 0:
+        bag[want] -= 1
+        return want
+    left = [v for v, n in bag.items() if n > 0]
+    return left[0] if left else None
+
+
 def score_one(report: dict) -> dict:
     """The reader's answer to one report, and what was right."""
     text = report["excerpt"]["text"]
@@ -112,7 +143,13 @@ def score_one(report: dict) -> dict:
     reading = read_log(text)
     seconds = time.perf_counter() - start
     first = reading.events[0] if reading.events else None
-    failures = [e for e in reading.events if e.kind != "startup"]
+    # a figure-less mention that the reader ties to the message right after it (a heading:
+    # `echo_of` a later line) is that same failure, not a first one of its own
+    failures = [
+        e
+        for e in reading.events
+        if e.kind != "startup" and (e.echo_of is None or e.echo_of < e.line_no)
+    ]
     first_failure = failures[0] if failures else first
     out = {
         "id": report["id"],
@@ -133,13 +170,14 @@ def score_one(report: dict) -> dict:
     if not report["is_oom"]:
         return out
     out["stage_right"] = reading.is_oom and stage_right(report, reading.phase.phase)
+    pool_first, pool_primary = _pools(first_failure), _pools(reading.primary)
     for fig in report.get("figures", []):
         key, want = fig["key"], int(fig["bytes"])
-        if key not in FIGURE_KEYS:
+        if key not in FIGURE_KEYS and key not in LISTED_FIGURE_KEYS:
             out["unsupported_figures"].append({"key": key, "as_written": fig["as_written"]})
             continue
-        got_first = first_failure.figures.get(key) if first_failure else None
-        got_primary = reading.primary.figures.get(key) if reading.primary else None
+        got_first = _take(pool_first, key, want)
+        got_primary = _take(pool_primary, key, want)
         out["figures"].append(
             {
                 "key": key,

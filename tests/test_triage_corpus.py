@@ -125,9 +125,11 @@ def test_one_report_per_thread_unless_marked_as_a_second_error():
 
 
 def test_the_reader_holds_its_figures_on_the_spent_pool():
-    """Floors just under the tuning pool's figures (every spent half; round 5, with held_out_4
-    in the pool: OOMs read 508/513, near-misses read as OOM 2/180 (onnxruntime#14942 and
-    bert-nmt#14), stage right 464/513, figures exact 1652/1691). A change that loses ground on
+    """Floors just under the tuning pool's figures (every spent half; round 6, with held_out_5
+    in the pool: OOMs read 589/596, near-misses read as OOM 3/213 (onnxruntime#14942,
+    bert-nmt#14 and netket#711, whose excerpt alone shows an XLA failure on device ordinal 0),
+    stage right 532/596, figures exact 1963/1991, repeated keys matched as a multiset). The
+    five halves of round 5 keep their near-miss ceiling of 2. A change that loses ground on
     real reports fails here; raise the floors when it gains."""
     import importlib.util
 
@@ -138,7 +140,14 @@ def test_the_reader_holds_its_figures_on_the_spent_pool():
     reports, half_of = bench.load_corpus(CORPUS)
     pool = set(bench.POOLS["tuning"])
     s = bench.summarise([bench.score_one(r) for r in reports if half_of[r["repository"]] in pool])
-    assert s["oom_read_as_oom"] >= 507, s["oom_read_as_oom"]
-    assert s["near_miss_read_as_oom"] <= 2, s["near_miss_read_as_oom"]
-    assert s["stage_right"] >= 462, s["stage_right"]
-    assert s["figures_exact_first"] >= 1650, s["figures_exact_first"]
+    assert s["oom_read_as_oom"] >= 588, s["oom_read_as_oom"]
+    assert s["near_miss_read_as_oom"] <= 3, s["near_miss_read_as_oom"]
+    assert s["stage_right"] >= 530, s["stage_right"]
+    assert s["figures_exact_first"] >= 1960, s["figures_exact_first"]
+    round5 = set(bench.HALVES) - {"held_out_5"}
+    near5 = sum(
+        bench.score_one(r)["is_oom_read"]
+        for r in reports
+        if half_of[r["repository"]] in round5 and not r["is_oom"]
+    )
+    assert near5 <= 2, near5

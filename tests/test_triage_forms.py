@@ -187,7 +187,8 @@ def test_the_job_in_a_container_is_its_own_process_line():
     ev = first_failure(_HEAD + "Process 2271801 has 23.44 GiB memory in use. " + _TAIL)
     # 23.44 GiB >= the 22.87 GiB PyTorch allocated: the job, not a stranger
     assert ev.figures["process_in_use_bytes"] == 25_168_508_355  # 23.44 x 2^30 = ...354.56
-    assert "other_processes_bytes" not in ev.figures
+    assert "other_processes_total_bytes" not in ev.figures
+    assert ev.figure_list("other_processes_bytes") == ()
 
 
 def test_the_job_among_other_processes():
@@ -196,8 +197,9 @@ def test_the_job_among_other_processes():
         "Process 10 has 23.44 GiB memory in use. " + _TAIL
     )
     assert ev.figures["process_in_use_bytes"] == 25_168_508_355
-    assert ev.figures["other_processes_bytes"] == 834_666_496  # 2 x 398 x 1,048,576
-    assert ev.as_written["other_processes_bytes"] == "398.00 MiB + 398.00 MiB"
+    assert ev.figures["other_processes_total_bytes"] == 834_666_496  # 2 x 398 x 1,048,576
+    assert ev.as_written["other_processes_total_bytes"] == "398.00 MiB + 398.00 MiB"
+    assert ev.figure_lists["other_processes_bytes"] == (417_333_248, 417_333_248)
 
 
 def test_this_process_named_makes_every_process_line_another():
@@ -206,13 +208,15 @@ def test_this_process_named_makes_every_process_line_another():
         "process has 23.00 GiB memory in use. " + _TAIL
     )
     assert ev.figures["process_in_use_bytes"] == 23 * GiB
-    assert ev.figures["other_processes_bytes"] == 512 * MiB
+    assert ev.figures["other_processes_total_bytes"] == 512 * MiB
+    assert ev.figure_list("other_processes_bytes") == (512 * MiB,)
 
 
 def test_lines_smaller_than_the_allocation_are_other_processes():
     ev = first_failure(_HEAD + "Process 11 has 700.00 MiB memory in use. " + _TAIL)
     assert "process_in_use_bytes" not in ev.figures
-    assert ev.figures["other_processes_bytes"] == 734_003_200  # 700 x 1,048,576
+    assert ev.figures["other_processes_total_bytes"] == 734_003_200  # 700 x 1,048,576
+    assert ev.figure_lists["other_processes_bytes"] == (734_003_200,)
 
 
 def test_two_lines_large_enough_to_be_the_job_are_left_unread():
@@ -221,7 +225,8 @@ def test_two_lines_large_enough_to_be_the_job_are_left_unread():
         "use. " + _TAIL
     )
     assert "process_in_use_bytes" not in ev.figures
-    assert "other_processes_bytes" not in ev.figures
+    assert "other_processes_total_bytes" not in ev.figures
+    assert ev.figure_lists == {}
 
 
 # ------------------------------------------------------------------------------ fraction limit

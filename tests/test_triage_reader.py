@@ -59,9 +59,9 @@ CURRENT_FORM = {
     "process_in_use_bytes": 79_843_442_033,
     "allocated_by_pytorch_bytes": 76_976_551_363,
     "reserved_unallocated_bytes": 2_866_890_670,
-    "other_processes_bytes": round(3.20 * GiB) + 512 * MiB,
+    "other_processes_total_bytes": round(3.20 * GiB) + 512 * MiB,
 }
-assert CURRENT_FORM["other_processes_bytes"] == 3_972_844_749
+assert CURRENT_FORM["other_processes_total_bytes"] == 3_972_844_749
 
 # name -> (framework, kind of the primary, gpu, phase, figures of the primary, tokens)
 CASES = {
@@ -406,7 +406,10 @@ def test_as_written_keeps_the_text():
     assert ev.as_written["tried_to_allocate_bytes"] == "20.00 MiB"
     assert ev.as_written["total_capacity_bytes"] == "23.65 GiB"
     ev = read("pytorch_cuda_current_generate.log").primary
-    assert ev.as_written["other_processes_bytes"] == "3.20 GiB + 512.00 MiB"
+    assert ev.as_written["other_processes_total_bytes"] == "3.20 GiB + 512.00 MiB"
+    # each process its own figure: 3.20 x 2^30 = 3,435,973,836.8 -> ...837; 512 x 2^20
+    assert ev.figure_lists["other_processes_bytes"] == (3_435_973_837, 536_870_912)
+    assert ev.lists_as_written["other_processes_bytes"] == ("3.20 GiB", "512.00 MiB")
     ev = read("mps_diffusers.log").primary
     assert ev.as_written["allocated_by_pytorch_bytes"] == "9.01 GB"
     ev = read("llamacpp_compute_buffers.log").primary

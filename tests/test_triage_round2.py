@@ -185,7 +185,7 @@ def test_the_job_is_the_process_holding_what_pytorch_reserved():
         "is allocated by PyTorch, and 1.00 GiB is reserved by PyTorch but unallocated."
     )
     assert ev.figures["process_in_use_bytes"] == 9_126_805_504
-    assert ev.figures["other_processes_bytes"] == 7_784_628_224
+    assert ev.figures["other_processes_total_bytes"] == 7_784_628_224
 
 
 def test_a_github_reference_line_is_prose_not_a_comment():

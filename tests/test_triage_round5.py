@@ -283,7 +283,7 @@ def test_two_process_lines_the_job_is_the_one_near_pytorchs_reservation():
     # reserved = 3.82 GiB + 102.20 MiB ~ 3.92 GiB: 4.36 GiB is 0.44 GiB over it, 19.19 GiB is
     # 15 GiB over it (more than any CUDA context and workspaces): 4.36 GiB is the job
     assert ev.figures["process_in_use_bytes"] == 4_681_514_353  # 4.36 x 2^30
-    assert ev.figures["other_processes_bytes"] == 20_605_105_603  # 19.19 x 2^30
+    assert ev.figures["other_processes_total_bytes"] == 20_605_105_603  # 19.19 x 2^30
 
 
 def test_two_process_lines_both_near_the_reservation_stay_unread():
@@ -294,7 +294,7 @@ def test_two_process_lines_both_near_the_reservation_stay_unread():
         "GiB is allocated by PyTorch, and 102.20 MiB is reserved by PyTorch but unallocated."
     )
     assert "process_in_use_bytes" not in ev.figures
-    assert "other_processes_bytes" not in ev.figures
+    assert "other_processes_total_bytes" not in ev.figures
 
 
 def test_bfc_rounded_to_is_the_bin_not_the_request():

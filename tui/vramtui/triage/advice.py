@@ -335,7 +335,7 @@ def advise(
             Figure(estimated),
             f" per GPU for {stage_words}",
         )
-    other = reading.primary.figures.get("other_processes_bytes") if reading.primary else None
+    other = reading.primary.figures.get("other_processes_total_bytes") if reading.primary else None
     if other:
         warnings.append(
             UnitText(

@@ -59,6 +59,7 @@ def triage_to_dict(reading, advice) -> dict:
         "gpu_index": ev.gpu_index if ev else None,
         "figures": dict(ev.figures) if ev else {},
         "figures_as_written": dict(ev.as_written) if ev else {},
+        "figure_lists": {k: list(v) for k, v in ev.figure_lists.items()} if ev else {},
         "tokens": dict(ev.tokens) if ev else {},
         "reported_event": reported_event(reading) or None,
         "events": [
@@ -70,6 +71,7 @@ def triage_to_dict(reading, advice) -> dict:
                 "echo_of_line_no": e.echo_of,
                 "message": e.message,
                 "figures": dict(e.figures),
+                "figure_lists": {k: list(v) for k, v in e.figure_lists.items()},
                 "tokens": dict(e.tokens),
             }
             for e in reading.events
@@ -322,6 +324,16 @@ def _print(reading, advice, unit: str = "gib") -> None:
                 f"{value:,}",
                 format_bytes(value, shown),
             )
+        for key, values in ev.figure_lists.items():
+            name = key.removesuffix("_bytes").replace("_", " ").removesuffix("es")
+            written = ev.lists_as_written.get(key, ())
+            for k, value in enumerate(values):
+                t.add_row(
+                    f"{name} {k + 1}",
+                    written[k] if k < len(written) else "",
+                    f"{value:,}",
+                    format_bytes(value, shown),
+                )
         console.print(t)
     others = other_events(reading)
     if others:

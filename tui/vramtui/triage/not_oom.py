@@ -34,7 +34,16 @@ MAX_QUOTE_CHARS = 160  # of the line quoted as evidence
 
 # PyTorch's CPU allocator; TensorFlow's ("OOM when allocating tensor ... on
 # /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu", "mklcpu" with oneDNN)
-HOST_RAM_ALLOC = ("DefaultCPUAllocator", "by allocator cpu", "by allocator mklcpu")
+# C++'s operator new ("terminate called after throwing an instance of 'std::bad_alloc'") and
+# Node.js's V8 ("FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of
+# memory") fail on host memory too.
+HOST_RAM_ALLOC = (
+    "DefaultCPUAllocator",
+    "by allocator cpu",
+    "by allocator mklcpu",
+    "std::bad_alloc",
+    "JavaScript heap out of memory",
+)
 # ollama's scheduler before it loads a model: "model requires more system memory (5.0 GiB) than
 # is available (3.9 GiB)" compares the host's free RAM with what the CPU part needs
 _HOST_RAM_CHECK = ("requires more system memory",)
@@ -111,8 +120,8 @@ def near_miss(log: CleanLog) -> tuple[str, str] | None:
     i = _first_line_with(log, HOST_RAM_ALLOC)
     if i is not None:
         return "host_ram", (
-            "the host ran out of system RAM (CPU memory), not GPU memory: the framework's CPU "
-            f"allocator could not allocate ({_at(log, i)})"
+            "the host ran out of system RAM (CPU memory), not GPU memory: a CPU-side allocator "
+            f"could not allocate ({_at(log, i)})"
         )
     i = _first_line_with(log, _HOST_RAM_CHECK)
     if i is not None:

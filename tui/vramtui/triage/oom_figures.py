@@ -27,12 +27,17 @@ FIGURE_KEYS = (
     "reserved_total_bytes",
     "already_allocated_bytes",
     "allowed_bytes",
-    "other_processes_bytes",
+    "other_processes_total_bytes",
     "kv_cache_bytes",
     "model_weights_bytes",
     "activation_peak_bytes",
     "non_torch_bytes",
 )
+# Keys a message prints once per item: PyTorch writes one "Process N has X memory in use" line
+# per other process on the card. Each item is its own figure, in the order printed
+# (`Facts.lists`, `OomEvent.figure_lists`); `other_processes_total_bytes` is their sum, a
+# derived figure kept for the advice.
+LISTED_FIGURE_KEYS = ("other_processes_bytes",)
 
 _A = re.ASCII
 # A quantity as the frameworks print it: "20.00 MiB", "79.19GiB", "512 bytes", "1,024.5 MB".
@@ -46,11 +51,13 @@ _BARE = r"(?<![-\d.,])(\d{1,9}(?:\.\d{1,6})?[KMGT])(?!\w|\.\w)"  # "31.06M." end
 
 
 class Facts:
-    __slots__ = ("binary_si", "figures", "gpu", "tokens", "written")
+    __slots__ = ("binary_si", "figures", "gpu", "lists", "lists_written", "tokens", "written")
 
     def __init__(self, binary_si: bool = False) -> None:
         self.figures: dict[str, int] = {}
         self.written: dict[str, str] = {}
+        self.lists: dict[str, list[int]] = {}  # keys from LISTED_FIGURE_KEYS
+        self.lists_written: dict[str, list[str]] = {}
         self.tokens: dict[str, int] = {}
         self.gpu: int | None = None
         self.binary_si = binary_si
@@ -124,7 +131,11 @@ _TORCH_FIELDS = (
     ("reserved_total_bytes", ascii_re(_Q + r" reserved in total by Py[Tt]orch")),
     ("reserved_unallocated_bytes", ascii_re(_Q + r" cached[;)]")),
     ("process_in_use_bytes", ascii_re(r"this process has " + _Q + r" memory in use")),
-    ("allocated_by_pytorch_bytes", ascii_re(r"Of the allocated memory " + _Q + r" is\b")),
+    # a paste cut right after the figure ("... Of the allocated memory 44.91 GiB i") still has it
+    (
+        "allocated_by_pytorch_bytes",
+        ascii_re(r"Of the allocated memory " + _Q + r"(?: is\b| ?i?\s*$)"),
+    ),
     ("reserved_unallocated_bytes", ascii_re(_Q + r" is reserved by PyTorch but unallocated")),
     # a paste cut inside the sentence ("..., and 87.85 MiB is reserved by PyTorch b", "..., and
     # 217.26 MiB is reserve"): the figure after ", and" that closes "Of the allocated memory"
@@ -156,8 +167,27 @@ def read_torch(text: str, f: Facts) -> None:
             listed.append((value, m.group(2).strip()))
     others = _other_processes(listed, f)
     if others:
-        f.figures["other_processes_bytes"] = sum(v for v, _ in others)
-        f.written["other_processes_bytes"] = " + ".join(w for _, w in others)
+        f.lists["other_processes_bytes"] = [v for v, _ in others]
+        f.lists_written["other_processes_bytes"] = [w for _, w in others]
+        f.figures["other_processes_total_bytes"] = sum(v for v, _ in others)
+        f.written["other_processes_total_bytes"] = " + ".join(w for _, w in others)
+
+
+# An allocator's own words next to an out-of-memory word, in engines with no form of their own
+# (flashlight / ArrayFire: "Failed to allocate memory of size 152.00 MiB (Device: 0, Capacity:
+# 14.75 GiB, Allocated: 13.93 GiB, Cached: 721.55 MiB) with error '... Device out of memory").
+_GENERIC_FIELDS = (
+    ("tried_to_allocate_bytes", ascii_re(r"\b[Ff]ailed to allocate (?:memory of size )?" + _Q)),
+    ("total_capacity_bytes", ascii_re(r"[(,]\s?Capacity: " + _Q)),
+    ("already_allocated_bytes", ascii_re(r"[(,]\s?Allocated: " + _Q)),
+)
+
+
+def read_generic(text: str, f: Facts) -> None:
+    """A message that only says "out of memory" near an error word: PyTorch's figures when it
+    is PyTorch's, else an allocator's "failed to allocate X (Capacity: Y, Allocated: Z)"."""
+    read_torch(text, f)
+    _fields(text, f, _GENERIC_FIELDS)
 
 
 def _other_processes(listed: list[tuple[int, str]], f: Facts) -> list[tuple[int, str]]:
@@ -500,6 +530,7 @@ _ORT_GPU = ascii_re(r"; GPU=(\d{1,3})\b")
 
 
 def read_exact_bytes(text: str, f: Facts) -> None:
+    read_driver_free_total(text, f)
     for key, pattern in _EXACT_BYTES:
         m = pattern.search(text)
         if m and key not in f.figures:
@@ -508,6 +539,22 @@ def read_exact_bytes(text: str, f: Facts) -> None:
     m = _ORT_GPU.search(text)
     if m:
         f.set_gpu(m.group(1))
+
+
+# XLA's cudaMallocAsync allocator prints the driver's view on the line after its failure:
+# " Reported by CUDA: Free memory/Total memory: 22635544576/85095874560" (bytes).
+_DRIVER_FREE_TOTAL = ascii_re(
+    r"\bFree memory/Total memory: {0,4}(\d{1,20}) {0,4}/ {0,4}(\d{1,20})\b"
+)
+
+
+def read_driver_free_total(text: str, f: Facts) -> None:
+    m = _DRIVER_FREE_TOTAL.search(text)
+    if m:
+        for key, digits in (("free_bytes", m.group(1)), ("total_capacity_bytes", m.group(2))):
+            if key not in f.figures:
+                f.figures[key] = int(digits)
+                f.written[key] = digits
 
 
 _MLX_ALLOC = ascii_re(r"\[metal::malloc\] Unable to allocate (\d{1,20}) bytes")

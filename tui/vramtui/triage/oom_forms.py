@@ -21,10 +21,13 @@ from vramtui.triage.oom_figures import (
     BLOCK_LIMIT,
     FIGURE_KEYS,
     HOST_RAM,
+    LISTED_FIGURE_KEYS,
     Facts,
     ascii_re,
+    read_driver_free_total,
     read_exact_bytes,
     read_fraction,
+    read_generic,
     read_llama,
     read_mlx,
     read_mps,
@@ -258,11 +261,14 @@ FORMS: tuple[Form, ...] = (
         # "getting CUDA out of memory error" is not the message. A retyped message may be
         # lower case ("cuda out of memory, tried to allocate 50MiB(GPU 0; ...").
         # A reporter's sentence ("I am getting CUDA out of memory.") is not the message
-        # either, unless the figures follow it.
+        # either, unless the figures follow it. Markdown emphasis may open it
+        # ("_CUDA out of memory. ... cached)_").
         ascii_re(
-            r"(?<![\"'])\b(?:" + _PROSE_BEFORE + r"|(?=\w{3,4} out of memory[.,:]?\s{0,3}"
+            r"(?<![\"'])(?<![A-Za-z0-9])(?:"
+            + _PROSE_BEFORE
+            + r"|(?=\w{3,4} out of memory[.,:]?\s{0,3}"
             r"[Tt]ried to allocate))(?P<dev>CUDA|HIP|XPU|cuda|Cuda) out of memory"
-            r"(?=[.,;:!()]|\s*$|\s{1,3}[Tt]ried to allocate)"
+            r"(?=[.,;:!()]|\s*$|\s{1,3}[Tt]ried to allocate)(?![.!]?\*\*\s*$)"
         ),
         "allocation",
         _dev,
@@ -615,6 +621,8 @@ FORMS: tuple[Form, ...] = (
         _cuda_or_hip,
         read_exact_bytes,
         keys=("MemoryAllocation", "OUT_OF_MEMORY", "out of memory", "OutOfMemory"),
+        tail=read_driver_free_total,
+        tail_lines=2,
     ),
     Form(
         "vllm_startup",
@@ -734,11 +742,11 @@ FORMS: tuple[Form, ...] = (
         "generic",
         ascii_re(
             r"(?:Error|error|ERROR|FAILED|failed|RESOURCE_EXHAUSTED)\b[^\n]{0,120}?"
-            r"\b[Oo]ut [Oo]f [Mm]emory\b"
+            r"\b[Oo]ut [Oo]f [Mm]emory\b(?![.!]?\*\*\s*$)"
         ),
         "allocation",
         _generic,
-        read_torch,
+        read_generic,
         keys=("ut of memory", "ut of Memory", "ut Of Memory", "ut Of memory"),
     ),
 )
@@ -757,6 +765,7 @@ __all__ = [
     "FRAMEWORKS",
     "HOST_RAM",
     "KINDS",
+    "LISTED_FIGURE_KEYS",
     "PYTORCH_CUDA_ALLOCATOR_FRAMEWORKS",
     "Facts",
     "Form",

@@ -173,7 +173,9 @@ EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         # a text-generation router's span (batch{...}:prefill / decode) or a client relaying a
         # server's HTTP error for a request
         re.compile(
-            r"(?:^|[}:])(?:prefill|decode)[:{]|\bServer error: |\breturned error: \d{3}\b", _A
+            r"(?:^|[}:])(?:prefill|decode)[:{]|\bServer error: |\breturned error: \d{3}\b|"
+            r"\b(?:[Pp]refill|[Dd]ecode) (?:error|failed)\b",
+            _A,
         ),
         (
             "a server was answering a request (the error is relayed from a prefill / decode "
@@ -303,7 +305,8 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         # "DDIM Sampler: 12%", "Transcribing 12/80"; or a speech job that says it transcribes
         re.compile(
             r"^\s{0,4}(?:\w{1,20} )?(?:Sampling|Sampler|Generating|Denoising|Predicting|"
-            r"Inferenc\w{1,3}|Transcribing|Synthesi[sz]ing|Decoding)\b:?[^\n]{0,60}?"
+            r"Inferenc\w{1,3}|Transcribing|Synthesi[sz]ing|Decoding|Inpainting|Upscaling|"
+            r"Captioning)\b:?[^\n]{0,120}?"
             r"(?:\d{1,3}%|\b\d{1,6}/\d{1,6}\b)|\btranscribing in\b|\bTranscribing\b",
             _A,
         ),

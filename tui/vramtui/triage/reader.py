@@ -34,6 +34,7 @@ from vramtui.triage.oom_forms import (
     FORMS,
     FRAMEWORKS,
     KINDS,
+    LISTED_FIGURE_KEYS,
     Facts,
     Form,
     ascii_re,
@@ -52,10 +53,20 @@ class OomEvent:
     figures: dict[str, int] = field(default_factory=dict)  # bytes, keys from FIGURE_KEYS
     as_written: dict[str, str] = field(default_factory=dict)  # same keys, as written
     tokens: dict[str, int] = field(default_factory=dict)  # e.g. max_model_len, kv_cache_tokens
+    # Figures a message prints once per item (keys from LISTED_FIGURE_KEYS): each process's
+    # "Process N has X memory in use", in the order printed; their sum is in `figures`.
+    figure_lists: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    lists_as_written: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # The line (original numbering) of the earlier failure this event repeats: the same message
     # re-raised by a wrapper or printed again by a server, or an out-of-memory error raised while
     # handling it ("During handling of the above exception"). None: a failure of its own.
     echo_of: int | None = None
+
+    def figure_list(self, key: str) -> tuple[int, ...]:
+        """Every figure under `key`: the listed ones, or the single figure, or none."""
+        if key in self.figure_lists:
+            return self.figure_lists[key]
+        return (self.figures[key],) if key in self.figures else ()
 
     @property
     def is_failure(self) -> bool:
@@ -313,6 +324,10 @@ class _Reader:
             figures={k: facts.figures[k] for k in FIGURE_KEYS if k in facts.figures},
             as_written={k: facts.written[k] for k in FIGURE_KEYS if k in facts.written},
             tokens=dict(facts.tokens),
+            figure_lists={k: tuple(facts.lists[k]) for k in LISTED_FIGURE_KEYS if k in facts.lists},
+            lists_as_written={
+                k: tuple(facts.lists_written[k]) for k in LISTED_FIGURE_KEYS if k in facts.lists
+            },
         )
         return event, last
 
@@ -348,6 +363,11 @@ def _merge(a: OomEvent, b: OomEvent, kind: str | None = None) -> OomEvent:
     tokens = dict(a.tokens)
     for k, v in b.tokens.items():
         tokens.setdefault(k, v)
+    lists, lists_written = dict(a.figure_lists), dict(a.lists_as_written)
+    if "other_processes_total_bytes" not in a.figures:  # lists go with the sum they add up to
+        for k, v in b.figure_lists.items():
+            lists.setdefault(k, v)
+            lists_written.setdefault(k, b.lists_as_written.get(k, ()))
     message = a.message if b.message in a.message else f"{a.message} | {b.message}"
     return OomEvent(
         framework=a.framework,
@@ -358,6 +378,8 @@ def _merge(a: OomEvent, b: OomEvent, kind: str | None = None) -> OomEvent:
         figures={k: figures[k] for k in FIGURE_KEYS if k in figures},
         as_written={k: written[k] for k in FIGURE_KEYS if k in written},
         tokens=tokens,
+        figure_lists=lists,
+        lists_as_written=lists_written,
     )
 
 
@@ -374,6 +396,8 @@ def _with_framework(ev: OomEvent, framework: str) -> OomEvent:
         figures=ev.figures,
         as_written=ev.as_written,
         tokens=ev.tokens,
+        figure_lists=ev.figure_lists,
+        lists_as_written=ev.lists_as_written,
     )
 
 
@@ -728,6 +752,7 @@ __all__ = [
     "FIGURE_KEYS",
     "FRAMEWORKS",
     "KINDS",
+    "LISTED_FIGURE_KEYS",
     "OomEvent",
     "TriageReading",
     "line_tag",

@@ -220,6 +220,15 @@ class TriagePane(Vertical):
                     Text(safe_line(ev.as_written.get(key, ""))),
                     shown,
                 )
+            for key, values in ev.figure_lists.items():
+                name = key.removesuffix("_bytes").replace("_", " ").removesuffix("es")
+                written = ev.lists_as_written.get(key, ())
+                for k, value in enumerate(values):
+                    ft.add_row(
+                        Text(safe_line(f"{name} {k + 1}")),
+                        Text(safe_line(written[k] if k < len(written) else "")),
+                        _shown(value, unit),
+                    )
             for key, value in ev.tokens.items():
                 ft.add_row(key.replace("_", " "), "", f"{value:,} tokens")
             figures.update(ft)
