@@ -19,7 +19,9 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   then spent: it joined tuning for round 5;
 - `held_out_5` (round 5): the same again, collected while round 5 was tuned. Measured once, on
   2026-12-03 (results `triage-corpus-2026-12-03-round5.md`), then spent: it joined tuning for
-  round 6.
+  round 6;
+- `held_out_6` (round 6): the same again, collected while round 6 was tuned. Measured once, on
+  2026-12-03 (results `triage-corpus-2026-12-03-round6.md`). Never tuned on.
 
 `--half tuning` is every spent half: development, held_out, held_out_2, held_out_3, held_out_4
 and held_out_5.
@@ -30,7 +32,7 @@ fold's misses and measure the other before and after: that is the estimate of ho
 transfer to repositories never looked at.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
-        [--half development|held_out|held_out_2|held_out_3|held_out_4|held_out_5|tuning|both|all]
+        [--half development|held_out|held_out_2|held_out_3|held_out_4|held_out_5|held_out_6|tuning|both|all]
         [--fold a|b] [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
@@ -78,10 +80,18 @@ from vramtui.triage.reader import FIGURE_KEYS, LISTED_FIGURE_KEYS, read_log  # n
 
 CORPUS = REPO / "tests" / "triage_corpus"
 STAGES_READER_LACKS = {"eval": "other", "save": "other"}
-HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4", "held_out_5")
+HALVES = (
+    "development",
+    "held_out",
+    "held_out_2",
+    "held_out_3",
+    "held_out_4",
+    "held_out_5",
+    "held_out_6",
+)
 # Named pools of halves: what `--half` accepts besides a single half.
 POOLS = {
-    "tuning": HALVES,
+    "tuning": tuple(h for h in HALVES if h != "held_out_6"),  # every spent half
     "both": ("development", "held_out"),
     "all": HALVES,
 }
