@@ -895,6 +895,42 @@ def _framework_at_commit(row: Row, notes: list[str]) -> dict[str, str]:
 EXACT_VERSION = re.compile(r"\d+(\.\d+)*([.-]?(a|b|rc|post|dev)\d*)?")
 
 
+# The Unsloth release each notebook row ran, from the banner its training cells printed at the
+# commit the row's source_url names ("Unsloth 2024.5 patched 32 layers with ...", "Unsloth: Fast
+# Llama patching release 2024.5"); the rows' [settings] state no library version.
+UNSLOTH_BANNER_VERSIONS = {
+    "unsloth-notebook-codegemma-7b-conversational": "2024.4",
+    "unsloth-notebook-ernie-4-5-21b-a3b-pt-conversational": "2025.11.3",
+    "unsloth-notebook-gemma2-2b-alpaca": "2024.8",
+    "unsloth-notebook-gemma2-9b-alpaca": "2024.7",
+    "unsloth-notebook-gemma3-27b-a100-conversational": "2025.9.1",
+    "unsloth-notebook-gemma3-4b": "2025.3.14",
+    "unsloth-notebook-granite4.0": "2025.9.11",
+    "unsloth-notebook-lfm2.5-1.2b-conversational": "2025.12.8",
+    "unsloth-notebook-llama3-8b-alpaca": "2024.5",
+    "unsloth-notebook-llama3-8b-conversational": "2024.5",
+    "unsloth-notebook-llama3-8b-ollama": "2024.9",
+    "unsloth-notebook-llama3.1-8b-alpaca": "2024.8",
+    "unsloth-notebook-llama3.2-1b-and-3b-conversational": "2024.10.0",
+    "unsloth-notebook-llama3.3-70b-a100-conversational": "2025.9.1",
+    "unsloth-notebook-magistral-24b-reasoning-conversational": "2025.6.1",
+    "unsloth-notebook-mistral-7b-text-completion": "2024.5",
+    "unsloth-notebook-mistral-nemo-12b-alpaca": "2024.7",
+    "unsloth-notebook-mistral-small-22b-alpaca": "2024.9",
+    "unsloth-notebook-mistral-v0.3-7b-alpaca": "2024.5",
+    "unsloth-notebook-mistral-v0.3-7b-conversational": "2024.5",
+    "unsloth-notebook-phi-3-medium-conversational": "2024.5",
+    "unsloth-notebook-phi-3.5-mini-conversational": "2024.8",
+    "unsloth-notebook-phi-4-conversational": "2025.1.5",
+    "unsloth-notebook-qwen2-7b-alpaca": "2024.6",
+    "unsloth-notebook-qwen2.5-7b-alpaca": "2024.9",
+    "unsloth-notebook-qwen2.5-coder-14b-conversational": "2024.11.6",
+    "unsloth-notebook-qwen3-14b-alpaca": "2025.4.4",
+    "unsloth-notebook-qwen3-32b-a100-reasoning-conversational": "2025.9.1",
+    "unsloth-notebook-tinyllama-1.1b-alpaca": "2024.1",
+}
+
+
 def _versions(row: Row, notes: list[str]) -> dict[str, str]:
     """[training.versions] for a row: its library_versions, else its framework's pins."""
     from vramtui.spec import VERSIONED_LIBRARIES
@@ -910,6 +946,10 @@ def _versions(row: Row, notes: list[str]) -> dict[str, str]:
             out[k] = str(v).strip()
         else:  # a requirement range (">=0.43.3") names no version the run used
             notes.append(f"library version {k} {v!r} is a range, not a version: not used")
+    banner = UNSLOTH_BANNER_VERSIONS.get(row.data.get("source_id", ""))
+    if row.framework == "unsloth" and banner and "unsloth" not in out:
+        out["unsloth"] = banner
+        notes.append(f"unsloth {banner}: the release the notebook's banner printed")
     if out:
         return out
     for (fw, prefix), (pins, why) in FRAMEWORK_PINS.items():
@@ -1042,6 +1082,10 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
             d["training"]["versions"] = versions
         if d["placement"]["data_parallel_sharding"] != "none":
             d["training"].update(_framework_at_commit(row, notes))
+        if row.framework == "unsloth" and s.get("grad_checkpointing") is True:
+            # get_peft_model(use_gradient_checkpointing = True): torch's checkpointing, the
+            # layer inputs stay on the GPU (the profile's default is the "unsloth" mode)
+            d["training"]["offload_checkpoints"] = False
     if s.get("cpu_offload"):
         if SET_FRAMEWORK:
             d["training"]["optimizer_placement"] = "cpu-offload"

@@ -600,3 +600,126 @@ def test_bench_reads_the_library_versions_a_row_states_in_its_settings():
     d, _, _, _, notes = tc.build_spec_dict(ranged, _arch(L1B))
     assert d["training"]["versions"] == {"peft": "0.13.2"}
     assert any("'>=0.43.3' is a range" in n for n in notes)
+
+
+# --------------------------------------------------------------------------- Unsloth
+
+UNSLOTH = 'framework = "unsloth"'
+LLAMA_TARGETS = (
+    'rank = 16\ntargets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", '
+    '"down_proj"]\ndropout = 0.0'
+)
+
+
+def test_unsloth_offloads_checkpointed_layer_inputs_to_the_host_by_hand():
+    """unsloth/models/_utils.py Unsloth_Offloaded_Gradient_Checkpointer at 2024.5 (commit
+    5cff582ccf): forward `saved_hidden_states = hidden_states.to("cpu", non_blocking = True)`,
+    the layer under no_grad; backward copies it back and recomputes that layer. unsloth_zoo
+    UnslothCheckpointFunction (a1899136) offloads every input but the last layer's and reloads
+    into one GPU buffer. Llama-3.2-1B, 8 x 512 tokens x 2,048 x 2 B = 16,777,216 B a layer
+    input: 2 on the GPU = 33,554,432 B, in place of torch's 16 layers = 268,435,456 B."""
+    from vramtui.ledger.activations import training_saved
+
+    offloaded = training_saved(_ctx(_spec(ckpt="full", training=UNSLOTH, lora=LLAMA_TARGETS)))
+    assert offloaded.kept == 16_777_216
+    assert offloaded.layers_saved == 33_554_432
+    kept = training_saved(
+        _ctx(
+            _spec(
+                ckpt="full",
+                training=UNSLOTH + "\noffload_checkpoints = false",
+                lora=LLAMA_TARGETS,
+            )
+        )
+    )
+    assert kept.layers_saved == 268_435_456
+    # no checkpointing: nothing to offload, every layer's saved set stays
+    plain = training_saved(_ctx(_spec(training=UNSLOTH, lora=LLAMA_TARGETS)))
+    assert plain.kept == 0 and plain.layers_saved == 16 * plain.per_layer - plain.final_norm
+
+
+def test_unsloth_lora_kernels_save_less_than_peft_by_hand():
+    """unsloth/kernels/fast_lora.py at 2024.5 (commit 5cff582ccf): LoRA_QKV saves X once for
+    q, k, v; LoRA_W (o) saves X, the attention output; LoRA_MLP saves X, e, g (act(e) * g is
+    recomputed); kernels/rms_layernorm.py Fast_RMS_Layernorm saves the 16-bit X and the fp32
+    rsqrt. Llama-3.2-1B (hidden 2,048, q 2,048, K/V 512, MLP 8,192), bf16, 2 x 512 tokens, per
+    token: norms 2 x (2 x 2,048 + 4) = 8,200; q, k, v (2,048 + 2 x 512) x 2 = 6,144; attention
+    output 4,096; e and g 2 x 8,192 x 2 = 32,768; the QKV and MLP kernels' X 2 x 2,048 x 2 =
+    8,192: 59,400 x 1,024 = 60,825,600, + SDPA's log-sum-exp 2 x 32 x 512 x 4 = 131,072:
+    60,956,672 B. PEFT (hf-trainer, dropout 0, fp32 adapters): norms 2 x (4 x 2,048 + 4) =
+    16,392; 6,144; 4,096; gate, up, act 3 x 8,192 x 2 = 49,152; each module's fp32 input cast
+    4 x (3 x 2,048 + 2,048 + 2 x 2,048 + 8,192) = 73,728 + lora_A outputs 7 x 16 x 4 = 448:
+    158,152 x 1,024 + 131,072 = 162,078,720 B."""
+    unsloth, why = training_layer_bytes(_ctx(_spec(training=UNSLOTH, lora=LLAMA_TARGETS)), 2, 512)
+    peft, _ = training_layer_bytes(_ctx(_spec(lora=LLAMA_TARGETS)), 2, 512)
+    assert unsloth == 60_956_672
+    assert peft == 162_078_720
+    assert "LoRA kernels" in why
+    # dropout > 0: get_peft_model does not patch the layers, PEFT's path (fp32 adapters)
+    dropout = LLAMA_TARGETS.replace("dropout = 0.0", "dropout = 0.05")
+    with_dropout, _ = training_layer_bytes(_ctx(_spec(training=UNSLOTH, lora=dropout)), 2, 512)
+    assert with_dropout > unsloth
+    # the MLP kernel's backward holds one 16-bit gradient of the MLP width (DW):
+    # 1,024 tokens x 8,192 x 2 B = 16,777,216 B
+    from vramtui.ledger.activations import lora_layer_backward_temporary
+
+    ctx = _ctx(_spec(training=UNSLOTH, lora=LLAMA_TARGETS))
+    assert lora_layer_backward_temporary(ctx, 1024)[0] == 16_777_216
+
+
+def test_unsloth_before_2024_11_keeps_16bit_logits_and_writes_their_gradient_in_place():
+    """unsloth/models/llama.py CausalLM_fast_forward at 2024.5 (commit 5cff582ccf): `logits =
+    logits.to(self.config.torch_dtype)`; kernels/cross_entropy_loss.py Fast_CrossEntropyLoss
+    saves (logits, logsumexp, labels) and its backward returns `logits`, the gradient written
+    in place. 2024.11 (commit fa8e59eb1b) fuses the head and the loss (no logits). Llama-3.2-1B,
+    8 x 512 x 128,256 = 525,336,576 logits x 2 B = 1,050,673,152 B at the loss and at its
+    backward; the fragmentation block is that 16-bit block, not the fp32 one (2,101,346,304 B).
+    Unstated or 2024.11: no logits."""
+    arch = _arch(L1B)
+    old = estimate(
+        _spec(training=UNSLOTH + '\nversions = { unsloth = "2024.5" }', lora=LLAMA_TARGETS), arch
+    )
+    logits = _item(old, "logits.training")
+    assert logits.stage_bytes["forward"] == 1_050_673_152
+    assert logits.stage_bytes["backward"] == 1_050_673_152
+    assert _item(old, "overhead.fragmentation").stage_bytes["backward"] == 1_050_673_152
+    for training in (UNSLOTH, UNSLOTH + '\nversions = { unsloth = "2024.11.6" }'):
+        cur = estimate(_spec(training=training, lora=LLAMA_TARGETS), arch)
+        assert _item(cur, "logits.training").stage_bytes["backward"] == 0
+        assert _item(cur, "overhead.fragmentation").stage_bytes["backward"] == 2_101_346_304
+    # another framework: the Unsloth version changes nothing
+    hf = estimate(_spec(training='versions = { unsloth = "2024.5" }'), arch)
+    assert (
+        _item(hf, "logits.training").stage_bytes
+        == _item(estimate(_spec(), arch), "logits.training").stage_bytes
+    )
+
+
+def test_bench_reads_unsloth_notebooks_banner_version_and_checkpointing_mode():
+    """A notebook row: the banner's release becomes [training.versions] unsloth; the
+    "unsloth" checkpointing mode keeps the profile's offload, use_gradient_checkpointing = True
+    is torch's checkpointing (offload_checkpoints = false)."""
+    base = {
+        "method": "qlora",
+        "quantize": "load_in_4bit",
+        "lora_targets": ["q_proj", "v_proj"],
+        "library_versions": {},
+    }
+
+    def row(gc):
+        data = {
+            "framework": "unsloth",
+            "framework_version": "",
+            "source_id": "unsloth-notebook-llama3-8b-alpaca",
+            "n_gpus": 1,
+            "notes": "",
+            "settings": {"model": L1B, "grad_checkpointing": gc, **base},
+        }
+        return tc.Row("synthetic.toml", data, "held_out_3")
+
+    d, *_ = tc.build_spec_dict(row("unsloth"), _arch(L1B))
+    assert d["training"]["versions"] == {"unsloth": "2024.5"}
+    assert d["training"]["grad_checkpointing"] == "full"
+    assert "offload_checkpoints" not in d["training"]
+    d, *_ = tc.build_spec_dict(row(True), _arch(L1B))
+    assert d["training"]["offload_checkpoints"] is False

@@ -101,7 +101,7 @@ LOSS_IMPLS = ("full-upcast", "chunked-fp32", "chunked-bf16", "fused")
 OPTIMIZER_PLACEMENTS = ("standard", "in-backward", "paged", "cpu-offload")
 FSDP_FROZEN_BASE = ("sharded", "gathered")
 # Libraries whose version changes memory ([training.versions]).
-VERSIONED_LIBRARIES = ("bitsandbytes", "transformers", "peft")
+VERSIONED_LIBRARIES = ("bitsandbytes", "transformers", "peft", "unsloth")
 MAX_VERSION_CHARS = 40
 ATTENTION_IMPLS = ("flash", "sdpa", "eager")
 KV_CACHE_DTYPES = ("fp32", "bf16", "fp16", "fp8")
@@ -159,6 +159,7 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "gqa_expand_kv",
         "fsdp_root_gathered",
         "offload_params",
+        "offload_checkpoints",
         "versions",
     ),
     "training.versions": VERSIONED_LIBRARIES,
@@ -432,6 +433,8 @@ class Training:
     fsdp_root_gathered: bool | None = None
     # FSDP/ZeRO-3 parameter offload: parameter, gradient and optimiser shards in host memory.
     offload_params: bool | None = None
+    # Full checkpointing's layer inputs copied to host memory (Unsloth's "unsloth" mode).
+    offload_checkpoints: bool | None = None
     versions: tuple[tuple[str, str], ...] = ()  # (library, version) from [training.versions]
 
 
@@ -1292,6 +1295,7 @@ def _parse_training(root: _Table, kind: str) -> Training | None:
         gqa_expand_kv=t.boolean("gqa_expand_kv"),
         fsdp_root_gathered=t.boolean("fsdp_root_gathered"),
         offload_params=t.boolean("offload_params"),
+        offload_checkpoints=t.boolean("offload_checkpoints"),
         versions=_training_versions(t),
     )
 

@@ -108,6 +108,7 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
                 "gqa_expand_kv": tr.gqa_expand_kv,
                 "fsdp_root_gathered": tr.fsdp_root_gathered,
                 "offload_params": tr.offload_params,
+                "offload_checkpoints": tr.offload_checkpoints,
                 "versions": dict(tr.versions) or None,
             }
         )

@@ -40,6 +40,8 @@ SETTINGS: dict[str, tuple[str, ...] | type] = {
     "fp32_model_output": bool,
     "fsdp_root_gathered": bool,
     "offload_params": bool,
+    "offload_checkpoints": bool,
+    "fused_lora_kernels": bool,
 }
 # Settings that come with the framework's model code, not overridable in [training]
 # (loss_chunks comes with loss_impl's profile; unties_lm_head and quantizes_lm_head with the
@@ -50,6 +52,7 @@ PROFILE_ONLY = (
     "quantizes_lm_head",
     "softcap_attention_eager",
     "fp32_model_output",
+    "fused_lora_kernels",
 )
 # The settings a spec can override in [training].
 SPEC_OVERRIDES = tuple(k for k in SETTINGS if k not in PROFILE_ONLY)

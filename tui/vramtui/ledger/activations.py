@@ -248,7 +248,9 @@ def is_lora(ctx: LedgerContext) -> bool:
     return ctx.spec.task.kind in ("lora", "qlora")
 
 
-def lora_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
+def lora_layer_bytes(
+    ctx: LedgerContext, tokens: int, skip: frozenset = frozenset()
+) -> tuple[int, str]:
     """What PEFT's LoRA forward saves for backward in one decoder layer, over `tokens` tokens.
 
     PEFT's lora.Linear.forward computes `result = base(x)`, casts x to the adapter dtype
@@ -262,6 +264,7 @@ def lora_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
     save three. Then lora_A's output, rank values in the adapter dtype, saved by lora_B; the
     scaling multiply (by a Python float) and the add save nothing. Without autocast: under
     torch.autocast the adapter matmuls run in the compute dtype and save 16-bit copies.
+    Modules named in `skip` (run by a framework's own LoRA kernels) are left out.
     """
     from vramtui.ledger.training import lora_modules
     from vramtui.ledger.training_mechanisms import adapter_bytes, shares_qkv_input
@@ -277,6 +280,8 @@ def lora_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
     shared: set[str] = set()
     names = []
     for m in lora_modules(ctx):
+        if m.name in skip:
+            continue
         per_layer = Fraction(m.count, layers)
         mod_tokens = Fraction(tokens)
         if m.group == "experts" and arch.num_experts:
@@ -301,6 +306,8 @@ def lora_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, str]:
         else "each module its own"
     )
     adtype = "fp32" if a == 4 else "16-bit"
+    if not names:
+        return 0, "no module on PEFT's path"
     if dropout:
         inp = (
             f"dropout {lora.dropout:g}: bool mask 1 B + dropout output {a} B ({adtype} adapter "
@@ -330,6 +337,10 @@ def norm_saved_per_token(ctx: LedgerContext) -> int:
     and a trainable consumer (a full fine-tune) also the normalised and the scaled output."""
     b = ctx.act_bytes
     h = ctx.arch.hidden_size
+    if is_lora(ctx) and ctx.framework.fused_lora_kernels:
+        # Unsloth's Fast_RMS_Layernorm (kernels/rms_layernorm.py at 2024.5) saves its 16-bit
+        # input X and the fp32 rsqrt r of each row
+        return b * h + 4
     if is_lora(ctx):
         # frozen weight: `weight * x` saves no x; the frozen linears after it save no input
         return 4 * h + 4
@@ -360,13 +371,19 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
         expands_kv,
         old_bnb_layer_bytes,
         old_bnb_saves_inputs,
+        unsloth_kernel_groups,
     )
+
+    kernels = unsloth_kernel_groups(ctx) if lora else {}
 
     expanded = expands_kv(ctx) and kvd != q
     kv_saved = q if ctx.spec.runtime.attention == "eager" or expanded else kvd
     qkv = tokens * b * (q + 2 * kv_saved)
     attn_out = tokens * b * q
-    if lora:
+    if "mlp" in kernels:
+        # Unsloth's LoRA_MLP saves e (gate) and g (up); h = act(e) * g is recomputed
+        mlp_saved, mlp_say = 2, "gate e, up g (Unsloth's LoRA_MLP recomputes act(e) * g)"
+    elif lora:
         # frozen down projection: the activation's product with up is not saved
         mlp_saved, mlp_say = (3, "gate, up, act") if arch.gated_mlp else (1, "up")
     else:
@@ -376,7 +393,10 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     total = norms + qkv + attn_out + mlp
     parts = [
         (
-            f"norms {n_norms} x (fp32 input 4 B + rsqrt) x hidden {h} (frozen norm weights)"
+            f"norms {n_norms} x ({b} B input + fp32 rsqrt, Unsloth's Fast_RMS_Layernorm) x "
+            f"hidden {h}"
+            if lora and ctx.framework.fused_lora_kernels
+            else f"norms {n_norms} x (fp32 input 4 B + rsqrt) x hidden {h} (frozen norm weights)"
             if lora
             else f"norms {n_norms} x (fp32 input 4 B + rsqrt + normalised {b} B + scaled {b} B) x "
             f"hidden {h}"
@@ -423,7 +443,22 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
             f"router logits {arch.num_experts} x 4 B and top-{arch.num_experts_per_tok} token copies "
             "(perfectly balanced routing assumed)"
         )
-    if lora:
+    if kernels:
+        # LoRA_QKV saves its input X once for q, k and v; LoRA_W (o) saves X, the attention
+        # output already counted; LoRA_MLP saves X beside e and g. Nothing of rank r is saved.
+        inputs = tokens * b * h * sum(1 for g in ("qkv", "mlp") if g in kernels)
+        total += inputs
+        parts.append(
+            f"Unsloth's LoRA kernels ({', '.join(kernels)}): the {b}-byte input X saved once per "
+            f"kernel, {', '.join(g for g in ('qkv', 'mlp') if g in kernels) or 'none'} x {h} "
+            f"(o_proj's input is the attention output) = {inputs:,} B"
+        )
+        skip = frozenset(n for names in kernels.values() for n in names)
+        rest, rest_why = lora_layer_bytes(ctx, tokens, skip)
+        if rest:
+            total += rest
+            parts.append(f"modules outside the kernels, {rest_why} = {rest:,} B")
+    elif lora:
         adapters, adapters_why = lora_layer_bytes(ctx, tokens)
         total += adapters
         parts.append(f"{adapters_why} = {adapters:,} B")
@@ -540,12 +575,23 @@ def training_saved(ctx: LedgerContext) -> TrainingSaved:
     final_norm = mb * s * norm_saved_per_token(ctx)
     working, working_why = layer_working_set_bytes(ctx, mb * s, mb, s)
     ckpt = spec.training.grad_checkpointing
+    from vramtui.ledger.training_mechanisms import OFFLOADED_INPUTS_ON_GPU, offloads_checkpoints
+
     if ckpt == "full":
         kept = mb * s * h * b  # one copy of each layer's input (2sbh B in 16-bit)
-        layers_saved = arch.num_layers * kept
+        on_gpu = arch.num_layers
+        where = ""
+        if offloads_checkpoints(ctx):
+            on_gpu = min(OFFLOADED_INPUTS_ON_GPU, arch.num_layers)
+            where = (
+                f" on the GPU: the layer inputs are copied to host memory "
+                f"({ctx.framework.origin('offload_checkpoints')}), {on_gpu} at a time on the GPU "
+                "(the one in transit or reloaded, and the current or last layer's)"
+            )
+        layers_saved = on_gpu * kept
         recompute = per_layer
         why = (
-            f"full checkpointing: {arch.num_layers} layer inputs x ({mb} x {s:,} x {h} x {b} B) "
+            f"full checkpointing{where}: {on_gpu} layer inputs x ({mb} x {s:,} x {h} x {b} B) "
             f"= {layers_saved:,} B; in backward one layer recomputed ({per_layer:,} B: "
             f"{per_layer_why}); in the forward one layer's no-grad working set instead "
             f"({working:,} B); final norm {final_norm:,} B"
@@ -702,7 +748,16 @@ def lora_layer_backward_temporary(ctx: LedgerContext, tokens: int) -> tuple[int,
     mods = lora_modules(ctx)
     if not mods:
         return 0, ""
-    from vramtui.ledger.training_mechanisms import adapter_bytes
+    from vramtui.ledger.training_mechanisms import adapter_bytes, unsloth_kernel_groups
+
+    if "mlp" in unsloth_kernel_groups(ctx):
+        width, _ = _mlp_width(ctx.arch)
+        n = tokens * width * ctx.act_bytes
+        return n, (
+            f"Unsloth's LoRA_MLP backward holds one {ctx.act_bytes}-byte gradient of the MLP "
+            f"width (DW, then act's backward in place into e and g; dX is written into the "
+            f"saved X): {tokens:,} tokens x {width:,} x {ctx.act_bytes} B = {n:,} B"
+        )
 
     widest = max(mods, key=lambda m: m.in_features)
     a = adapter_bytes(ctx)  # the adapter path's input gradient is in the adapters' dtype

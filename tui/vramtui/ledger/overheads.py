@@ -139,9 +139,16 @@ def overhead_items(ctx: LedgerContext) -> list[LedgerItem]:
 def _fragmentation(ctx: LedgerContext, items) -> LedgerItem | None:
     """Heuristic: the caching allocator can hold one freed block of the largest transient."""
     if ctx.is_training:
+        from vramtui.ledger.training_mechanisms import logit_block_bytes
+
         mb, s = ctx.spec.batch.micro_batch, ctx.spec.lengths.seq_len
-        biggest = mb * s * ctx.arch.vocab_size * 4
-        what = f"one fp32 logits-sized block ({mb} x {s:,} x {ctx.arch.vocab_size:,} x 4 B)"
+        per, per_say = logit_block_bytes(ctx)
+        biggest = mb * s * ctx.arch.vocab_size * per
+        what = (
+            f"one block of the {per_say} ({mb} x {s:,} x {ctx.arch.vocab_size:,} x {per} B)"
+            if per != 4
+            else f"one fp32 logits-sized block ({mb} x {s:,} x {ctx.arch.vocab_size:,} x 4 B)"
+        )
         stages = ("forward", "backward", "optimizer_step", "validation")
     else:
         tokens, _, _ = prefill_step_tokens(ctx)

@@ -33,6 +33,28 @@ TRANSFORMERS_LOSS_UTILS_REF = (
     "loss/loss_utils.py from v4.46.0"
 )
 
+# Unsloth 2024.11 ("Cut Cross Entropy", commit fa8e59eb1b) computes the loss from the hidden
+# states without the full logits (fused_linear_cross_entropy; unsloth_fused_ce_loss from 2025.8).
+# Before it, CausalLM_fast_forward materialised the LM head's logits in the model's 16-bit dtype
+# (`logits = logits.to(self.config.torch_dtype)`) and kernels/cross_entropy_loss.py
+# Fast_CrossEntropyLoss saved them with a per-row fp32 logsumexp, writing the gradient into the
+# logits in place (`backward` returns `logits`), read at 2024.5 (commit 5cff582ccf).
+UNSLOTH_FUSED_LOSS = "2024.11"
+UNSLOTH_FUSED_LOSS_REF = (
+    "unsloth/models/llama.py CausalLM_fast_forward and kernels/cross_entropy_loss.py "
+    "Fast_CrossEntropyLoss at 2024.5 (commit 5cff582ccf); fused_linear_cross_entropy from "
+    "2024.11 (commit fa8e59eb1b)"
+)
+
+# Unsloth's LoRA kernels (unsloth/kernels/fast_lora.py at 2024.5, commit 5cff582ccf) replace
+# PEFT's forward for these module groups when every module of the group is adapted, the LoRA
+# dropout is 0 and there is no bias (models/llama.py FastLlamaModel.patch_peft_model).
+UNSLOTH_KERNEL_GROUPS = (
+    ("qkv", ("q_proj", "k_proj", "v_proj")),
+    ("o", ("o_proj",)),
+    ("mlp", ("gate_proj", "up_proj", "down_proj")),
+)
+
 # bitsandbytes Optimizer8bit/Optimizer2State.get_state_buffer: a paged optimiser allocates a
 # parameter's states with F.get_paged (cudaMallocManaged, lib.cget_managed_ptr) only when
 # p.numel() >= 1e5; smaller parameters get torch.zeros_like (PyTorch's allocator).
@@ -148,6 +170,18 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
                 "the backward reaches them; the chunks' gradients are small"
             ),
         )
+    if unsloth_inplace_logits(ctx):
+        return (
+            Fraction(b),
+            Fraction(b),
+            Fraction(b),
+            (
+                f"Unsloth before {UNSLOTH_FUSED_LOSS} ({UNSLOTH_FUSED_LOSS_REF}): the LM head's "
+                f"logits in the model's {b}-byte dtype, saved by the fused cross-entropy with a "
+                "per-row fp32 logsumexp, which writes their gradient into them in place: "
+                f"{b} B per logit at the loss, at its backward and at the LM head's backward"
+            ),
+        )
     # fused (Liger, Unsloth, cut-cross-entropy): the logits never exist in full
     return (
         Fraction(0),
@@ -157,6 +191,20 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
             "a fused linear + cross-entropy kernel: no full logits in any dtype (one chunk's "
             "logits, a few MB, not itemised)"
         ),
+    )
+
+
+def unsloth_inplace_logits(ctx: LedgerContext) -> bool:
+    """Does Unsloth's loss materialise the 16-bit logits and write their gradient in place
+    (a stated Unsloth version older than 2024.11, the profile's fused loss not overridden)?"""
+    from vramtui.training_profiles import version_before
+
+    fw = settings(ctx)
+    return (
+        fw.framework == "unsloth"
+        and fw.loss_impl == "fused"
+        and "loss_impl" not in fw.overridden
+        and version_before(ctx.spec, "unsloth", UNSLOTH_FUSED_LOSS)
     )
 
 
@@ -177,12 +225,51 @@ def loss_label(ctx: LedgerContext) -> str:
     impl = fw.loss_impl
     if impl == "chunked-bf16" and fw.fp32_model_output and ctx.act_bytes != 4:
         return "chunked LM head, its output cast to fp32, fp32 cross-entropy"
+    if unsloth_inplace_logits(ctx):
+        return "16-bit logits, fused cross-entropy, gradient in place"
     return {
         "full-upcast": "fp32 upcast, log-softmax, gradient",
         "chunked-fp32": f"chunked fp32 cross-entropy, {settings(ctx).loss_chunks} chunks",
         "chunked-bf16": "chunked 16-bit LM head and cross-entropy",
         "fused": "fused linear cross-entropy, no full logits",
     }[impl]
+
+
+def logit_block_bytes(ctx: LedgerContext) -> tuple[int, str]:
+    """Bytes per logit of the largest logits-sized block the loss allocates (the fragmentation
+    heuristic's block): an fp32 one unless the loss is Unsloth's in-place 16-bit one."""
+    if unsloth_inplace_logits(ctx):
+        return ctx.act_bytes, f"{ctx.act_bytes}-byte logits (Unsloth's in-place loss)"
+    return 4, "fp32 logits"
+
+
+# --------------------------------------------------------------------------- checkpointing
+
+
+def offloads_checkpoints(ctx: LedgerContext) -> bool:
+    """Full checkpointing whose layer inputs are copied to host memory (Unsloth's "unsloth"
+    gradient checkpointing)?"""
+    return bool(settings(ctx).offload_checkpoints) and (
+        ctx.spec.training.grad_checkpointing == "full"
+    )
+
+
+# Layer inputs of an offloaded checkpoint on the GPU at once: Unsloth 2024.x holds the input in
+# transit to the host beside the current layer's in the forward and the reloaded one in the
+# backward; unsloth_zoo's UnslothCheckpointFunction (a1899136) never offloads the last layer's
+# input and reloads the others into one persistent GPU buffer.
+OFFLOADED_INPUTS_ON_GPU = 2
+
+
+def unsloth_kernel_groups(ctx: LedgerContext) -> dict[str, tuple[str, ...]]:
+    """The module groups Unsloth's LoRA kernels run (name -> its modules): every module of the
+    group adapted, LoRA dropout 0 (the profile's fused_lora_kernels)."""
+    from vramtui.ledger.training import lora_modules
+
+    if not settings(ctx).fused_lora_kernels or ctx.spec.task.lora.dropout > 0:
+        return {}
+    adapted = {m.name for m in lora_modules(ctx)}
+    return {g: names for g, names in UNSLOTH_KERNEL_GROUPS if set(names) <= adapted}
 
 
 # --------------------------------------------------------------------------- attention
