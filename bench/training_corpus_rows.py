@@ -43,7 +43,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "training_corpus"
-HALVES = ("development", "held_out", "held_out_2", "held_out_3")
+HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4")
 
 FRAMEWORKS = (
     "litgpt",
