@@ -177,20 +177,31 @@ def mutated_gguf(draw):
 _COMMITS = (f"{i:040x}" for i in itertools.count(1))
 
 
-@pytest.fixture
-def hub(monkeypatch, tmp_path):
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
     """The fake Hub, HF_ENDPOINT towards it and offline mode off (as conftest's fake_hub, but
-    shared by a test's examples: each adds its repository at a fresh commit)."""
+    one server for the module: each case adds its repository at a fresh commit)."""
     import huggingface_hub.constants
 
     fake = FakeHub().start()
-    monkeypatch.setenv("HF_ENDPOINT", fake.url)
-    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    fake.scratch = tmp_path
-    yield fake
+    fake.scratch = tmp_path_factory.mktemp("fuzz-gguf-hub")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_ENDPOINT", fake.url)
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
+            mp.delenv(name, raising=False)
+        mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+        yield fake
     fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def _online(hub, monkeypatch):
+    """conftest's per-test isolation sets HF_HUB_OFFLINE and HF_ENDPOINT back: undo it here."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
 
 
 def run_estimate(hub, files: dict, model: str) -> tuple[int, str, str]:
