@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import unquote
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "hub_configs"
 _BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "U8": 1, "I8": 1, "F8_E4M3": 1}
@@ -405,9 +406,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self.fake.record(
-            Request(self.command, self.path.split("?")[0], self._range, self._auth, status)
-        )
+        self.fake.record(Request(self.command, self._path(), self._range, self._auth, status))
 
     def _error(self, status: int, code: str = "", message: str = "") -> None:
         headers = {"Content-Type": "application/json"}
@@ -416,6 +415,11 @@ class _Handler(BaseHTTPRequestHandler):
         if message:
             headers["X-Error-Message"] = message
         self._send(status, json.dumps({"error": message or code}).encode(), headers)
+
+    def _path(self) -> str:
+        """The request's path, percent-decoded as the Hub decodes it (a file name may hold any
+        character)."""
+        return unquote(self.path.split("?")[0])
 
     def _parse(self) -> None:
         auth = self.headers.get("Authorization")
@@ -445,7 +449,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._parse()
-        path = self.path.split("?")[0]
+        path = self._path()
         if m := _INFO.match(path):
             return self._model_info(m["repo"], m["rev"])
         if m := _RESOLVE.match(path):
@@ -527,7 +531,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             if self.command == "GET":
                 self.wfile.write(read(0, size - 1))
-            self.fake.record(Request(self.command, self.path, None, self._auth, 200))
+            self.fake.record(Request(self.command, self._path(), None, self._auth, 200))
             return
         a, b = self._range
         if a >= size:

@@ -645,7 +645,11 @@ def _parse_text(f: FieldDef, text: str) -> Any:
             return _parse_quality(t)
         return t
     except (ValueError, OverflowError, UnitsError):
-        raise FieldError(f"{f.label}: cannot read {t!r}; {_expected(f)}") from None
+        shown = t if len(t) <= _SHOWN_CHARS else t[: _SHOWN_CHARS - 3] + "..."
+        raise FieldError(f"{f.label}: cannot read {shown!r}; {_expected(f)}") from None
+
+
+_SHOWN_CHARS = 60  # of a value the form cannot read, in its one-line error (it may be 100k)
 
 
 def _expected(f: FieldDef) -> str:

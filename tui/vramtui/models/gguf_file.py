@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from vramtui import limits
 from vramtui.errors import ModelError
 from vramtui.models.architecture import Architecture, ModuleShape
 from vramtui.models.gguf_header import (  # noqa: F401 - the limits are named from here too
@@ -248,12 +249,55 @@ _MODEL_TYPES = {
 _NORM_SUFFIX = "_norm"
 
 
+# The range vramtui accepts for each numeric key it reads (`{arch}.` + key; vramtui.limits, as
+# for a config.json): a string, a float, a bool, a negative or an absurd count is one clear
+# ModelError naming the key, never a traceback, a hang or a list of 2^63 layers. Keys that
+# llama.cpp allows per layer (an array of one count per layer) are marked True.
+_META_LIMITS: dict[str, tuple[int, int, bool]] = {
+    "block_count": (1, limits.MAX_LAYERS, False),
+    "embedding_length": (1, limits.MAX_HIDDEN, False),
+    "attention.head_count": (0, limits.MAX_HEADS, True),
+    "attention.head_count_kv": (0, limits.MAX_HEADS, True),
+    "attention.key_length": (0, limits.MAX_HIDDEN, False),
+    "attention.value_length": (0, limits.MAX_HIDDEN, False),
+    "attention.kv_lora_rank": (0, limits.MAX_HIDDEN, False),
+    "attention.sliding_window": (0, limits.MAX_POSITIONS, False),
+    "feed_forward_length": (0, limits.MAX_HIDDEN, True),
+    "expert_feed_forward_length": (0, limits.MAX_HIDDEN, False),
+    "expert_count": (0, limits.MAX_EXPERTS, False),
+    "expert_used_count": (0, limits.MAX_EXPERTS, False),
+    "context_length": (0, limits.MAX_POSITIONS, False),
+}
+
+
+def _meta(md: dict, arch: str, name: str, path: Path, default=None, required: bool = False):
+    """The metadata value `{arch}.{name}`, checked against `_META_LIMITS`."""
+    full = f"{arch}.{name}"
+    value = md.get(full, default)
+    if value is None:
+        if required:
+            raise _bad(path, f"lacks the metadata key '{full}'")
+        return None
+    lo, hi, per_layer = _META_LIMITS.get(name, (0, limits.MAX_COUNT, False))
+    items = value if per_layer and isinstance(value, list) else [value]
+    for v in items:
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            shown = safe_line(repr(v))[:40]
+            kind = "one whole number per layer" if isinstance(value, list) else "a whole number"
+            raise _bad(path, f"metadata '{full}' = {shown} is not {kind} in {lo:,}-{hi:,}")
+    return value
+
+
 def _per_layer(value, n_layer: int, what: str, path: Path) -> list[int]:
     if isinstance(value, list):
         if len(value) != n_layer or not all(isinstance(v, int) and v >= 0 for v in value):
             raise _bad(path, f"metadata '{what}' is not one count per layer")
         return list(value)
     return [int(value)] * n_layer
+
+
+def _leaf(t: GgufTensor) -> str:
+    return t.name.split(".", 3)[2]
 
 
 def _module_of(t: GgufTensor) -> tuple[str, str, str]:
@@ -329,10 +373,7 @@ def architecture_from_gguf(model: GgufModel, model_id: str = "") -> Architecture
         raise _bad(path, "lacks the metadata key 'general.architecture'")
 
     def key(name: str, default=None, required: bool = False):
-        value = md.get(f"{arch}.{name}", default)
-        if value is None and required:
-            raise _bad(path, f"lacks the metadata key '{arch}.{name}'")
-        return value
+        return _meta(md, arch, name, path, default, required)
 
     n_layer = key("block_count", required=True)
     n_embd = key("embedding_length", required=True)
@@ -358,14 +399,19 @@ def architecture_from_gguf(model: GgufModel, model_id: str = "") -> Architecture
     vocab = tokens or (embd.shape[1] if embd is not None and len(embd.shape) == 2 else 0)
     if not vocab:
         raise _bad(path, "names no vocabulary (no tokenizer.ggml.tokens, no token_embd.weight)")
-    moe_layers = (
-        tuple(
-            any(t.layer == i and t.name.split(".")[2].endswith("_exps") for t in model.tensors)
-            for i in range(n_layer)
+    if vocab > limits.MAX_VOCAB:
+        raise _bad(
+            path,
+            f"a vocabulary of {vocab:,} tokens is over vramtui's limit of "
+            f"{limits.MAX_VOCAB:,} (MAX_VOCAB)",
         )
-        if n_expert
-        else ()
-    )
+    # One pass over the tensors (not one per layer: 10,000 layers x 100,000 tensors would hang).
+    expert_layers = {
+        t.layer
+        for t in model.tensors
+        if t.layer is not None and t.name.split(".", 3)[2:3] and _leaf(t).endswith("_exps")
+    }
+    moe_layers = tuple(i in expert_layers for i in range(n_layer)) if n_expert else ()
     kv_unknown = ""
     notes: list[str] = []
     window = key("attention.sliding_window")
@@ -426,18 +472,19 @@ def kv_layout(model: GgufModel) -> list[tuple[int, int]]:
     """Per layer, (n_embd_k_gqa, n_embd_v_gqa) = KV heads x key_length / value_length."""
     md, path = model.metadata, model.path
     arch = model.architecture
-    n_layer = md[f"{arch}.block_count"]
-    n_embd = md[f"{arch}.embedding_length"]
-    heads = _per_layer(md.get(f"{arch}.attention.head_count", 0), n_layer, "head_count", path)
+    n_layer = _meta(md, arch, "block_count", path, required=True)
+    n_embd = _meta(md, arch, "embedding_length", path, required=True)
+    head_count = _meta(md, arch, "attention.head_count", path, 0)
+    heads = _per_layer(head_count, n_layer, "head_count", path)
     kv = _per_layer(
-        md.get(f"{arch}.attention.head_count_kv", md.get(f"{arch}.attention.head_count", 0)),
+        _meta(md, arch, "attention.head_count_kv", path, head_count),
         n_layer,
         "head_count_kv",
         path,
     )
     n_head = max(heads) if heads else 0
-    k_len = md.get(f"{arch}.attention.key_length", n_embd // n_head if n_head else 0)
-    v_len = md.get(f"{arch}.attention.value_length", k_len)
+    k_len = _meta(md, arch, "attention.key_length", path, n_embd // n_head if n_head else 0)
+    v_len = _meta(md, arch, "attention.value_length", path, k_len)
     return [(h * k_len, h * v_len) for h in kv]
 
 

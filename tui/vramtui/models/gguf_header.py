@@ -28,7 +28,14 @@ MAX_GGUF_KV = 4_096
 MAX_GGUF_STRING_BYTES = 16 * 2**20
 MAX_GGUF_ARRAY_ITEMS = 8 * 2**20
 MAX_GGUF_HEADER_BYTES = 512 * 2**20
+# Reads through `more` (HTTP range requests for a file on the Hub): a real header takes about
+# 50 (a 260k-token vocabulary, merges, 720 tensors), each string longer than the bytes the rest
+# of the header must hold costing one; a header built to need one read per string is stopped.
+MAX_GGUF_HEADER_READS = 1_000
+INT64_MAX = 2**63 - 1  # ggml's ne[] are int64_t
 GGML_MAX_DIMS = 4  # ggml.h GGML_MAX_DIMS
+GGML_MAX_NAME = 64  # ggml.h: a tensor name is at most 63 bytes (gguf.cpp refuses longer ones)
+SHOWN_KEY_CHARS = 80  # of a metadata key in a message
 GGUF_VERSIONS = (2, 3)
 GGUF_DEFAULT_ALIGNMENT = 32
 MAX_KEPT_ARRAY = 4096  # a numeric array up to this long is kept in the metadata
@@ -99,6 +106,7 @@ class _Walker:
         self.pos = 0
         self.order = "<"
         self.kv_left = self.tensors_left = self.items_left = 0
+        self.reads = 0
 
     def floor(self, end: int, tail: int = 0) -> int:
         """The fewest bytes the header can hold, given that `end` is needed now and the
@@ -131,6 +139,14 @@ class _Walker:
                     self.where,
                     f"the header held here ends at byte {self.avail:,}, inside {what}",
                     "delete it (it is fetched again)",
+                )
+            self.reads += 1
+            if self.reads > MAX_GGUF_HEADER_READS:
+                raise bad(
+                    self.where,
+                    f"header took more than {MAX_GGUF_HEADER_READS:,} range reads "
+                    f"(MAX_GGUF_HEADER_READS), stopped at byte {self.pos:,}",
+                    "download the .gguf file and give its path",
                 )
             target = min(self.floor(end, tail), self.size, MAX_GGUF_HEADER_BYTES)
             self.buf = self.more(target)
@@ -256,10 +272,11 @@ def walk_header(
     for i in range(n_kv):
         w.kv_left = n_kv - i - 1
         key = w.string(f"metadata key {i}", tail=4 + 1).decode("utf-8", "replace")
+        shown = safe_line(key)[:SHOWN_KEY_CHARS]  # a key may be 16 MiB long: never all shown
         if key in metadata or key in lengths:
-            raise bad(where, f"metadata key '{safe_line(key)[:80]}' appears twice")
-        vtype = w.unpack("I", f"metadata '{key}'", tail=1)
-        value = w.value(vtype, f"metadata '{key}'")
+            raise bad(where, f"metadata key '{shown}' appears twice")
+        vtype = w.unpack("I", f"metadata '{shown}'", tail=1)
+        value = w.value(vtype, f"metadata '{shown}'")
         if key == "general.alignment":
             if vtype != _UINT32 or value == 0 or value & (value - 1):
                 raise bad(where, f"general.alignment {value!r} is not a power of two (uint32)")
@@ -279,7 +296,14 @@ def walk_header(
     names: set[str] = set()
     for i in range(n_tensors):
         w.tensors_left = n_tensors - i - 1
-        name = safe_line(w.string(f"tensor {i} name", tail=24).decode("utf-8", "replace"))
+        raw_name = w.string(f"tensor {i} name", tail=24)
+        if len(raw_name) >= GGML_MAX_NAME:
+            raise bad(
+                where,
+                f"tensor {i} has a name of {len(raw_name):,} bytes, over ggml's limit of "
+                f"{GGML_MAX_NAME - 1} (GGML_MAX_NAME)",
+            )
+        name = safe_line(raw_name.decode("utf-8", "replace"))
         if name in names:
             raise bad(where, f"tensor '{name[:80]}' appears twice")
         names.add(name)
@@ -289,6 +313,8 @@ def walk_header(
         dims = tuple(
             w.unpack("Q", f"tensor '{name}'", tail=8 * (n_dims - j - 1) + 12) for j in range(n_dims)
         )
+        if any(d > INT64_MAX for d in dims):
+            raise bad(where, f"tensor '{name}' has a dimension over 2^63 - 1 (ggml's int64)")
         raw = w.unpack("I", f"tensor '{name}'", tail=8)
         offset = w.unpack("Q", f"tensor '{name}'")
         if raw not in known:

@@ -201,6 +201,13 @@ def _classify(repo_id: str, revision: str, status: int, code: str, message: str,
             f"Hub: no {what}",
             final=True,
         )
+    if status == 416:  # a range from byte 0 that the file cannot satisfy: it is empty
+        return HubError(
+            f"{what} of {repo_id} on the Hub is empty (HTTP 416 for its first bytes): not a "
+            "model file; choose another file or quant",
+            f"Hub: {what} is empty",
+            final=True,
+        )
     if status in (401, 404) or code == "RepoNotFound":
         private = "" if has_token else " (or private: set HF_TOKEN)"
         return HubError(

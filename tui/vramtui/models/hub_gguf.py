@@ -43,6 +43,9 @@ DEFAULT_QUANT = "Q4_K_M"  # llama.cpp's default for -hf (common/arg.cpp)
 FILES_RECORD = "files.json"
 MAX_GGUF_FILES = 4096  # .gguf names kept of one repository (real ones: a few dozen)
 MAX_QUANT_CHARS = 40
+MAX_NAME_BYTES = 255  # a file name (one path component) on the usual file systems
+MAX_PATH_CHARS = 1024  # a repository path kept (real ones: under 200 characters)
+MAX_SHOWN_CHARS = 80  # of a file name in an error line
 _QUANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _FIRST_READ = 24  # magic, version, tensor count, key/value count
 _WORKERS = 8
@@ -77,6 +80,28 @@ class GgufChoice:
 def _is_model_gguf(name: str) -> bool:
     base = PurePosixPath(name).name.lower()
     return base.endswith(".gguf") and not base.startswith("mmproj")
+
+
+def name_problem(name: str) -> str | None:
+    """Why a file name of the repository's list cannot be fetched into vramtui's cache, else
+    None: the name becomes a path under the cache, so a control character, an absolute path, a
+    '..' (which would write outside the cache) or a name longer than a file system takes is
+    refused where the list enters."""
+    from vramtui.safe_text import has_unsafe
+
+    if has_unsafe(name, multiline=False):
+        return "holds control characters"
+    parts = name.split("/")
+    if "\\" in name or any(p in ("", ".", "..") for p in parts):
+        return "is not a plain path inside the repository"
+    if len(name) > MAX_PATH_CHARS or any(len(p.encode()) > MAX_NAME_BYTES for p in parts):
+        return f"is longer than vramtui's limit ({MAX_NAME_BYTES} bytes a name)"
+    return None
+
+
+def _shown(name: str) -> str:
+    """A file name for an error line: cut to MAX_SHOWN_CHARS (safe_line escapes the rest)."""
+    return name if len(name) <= MAX_SHOWN_CHARS else name[: MAX_SHOWN_CHARS - 3] + "..."
 
 
 def is_gguf_only(names: set[str] | None) -> bool:
@@ -134,10 +159,17 @@ def model_files(names, repo_id: str) -> dict[str, tuple[str, ...]]:
 
 def choose_gguf(repo_id: str, names, quant: str | None) -> GgufChoice:
     """The file `quant` names (Q4_K_M, else the only one, when None), or one HubError line."""
-    files = model_files(names, repo_id)
+    unsafe = [n for n in names if _is_model_gguf(n) and name_problem(n)]
+    skipped = ""
+    if unsafe:
+        first = min(unsafe)
+        skipped = (
+            f" ({len(unsafe):,} .gguf name(s) skipped: '{_shown(first)}' {name_problem(first)})"
+        )
+    files = model_files((n for n in names if n not in set(unsafe)), repo_id)
     if not files:
         raise _final(
-            f"{repo_id} on the Hub has no .gguf model file (mmproj files are vision "
+            f"{repo_id} on the Hub has no .gguf model file{skipped} (mmproj files are vision "
             "projectors, not a model); give the repository id without ':QUANT'",
             "Hub: no GGUF file",
         )
@@ -152,7 +184,8 @@ def choose_gguf(repo_id: str, names, quant: str | None) -> GgufChoice:
     else:
         listed = _quant_list(files)
         if found:
-            problem = f"has {len(found)} GGUF files for {wanted} ({', '.join(found[:4])})"
+            shown = ", ".join(_shown(f) for f in found[:4])
+            problem = f"has {len(found)} GGUF files for {wanted} ({shown})"
             fix = "name the file's own quant (the end of its name) after the ':'"
         elif quant is None:
             problem = f"holds {len(files)} GGUF models and no {DEFAULT_QUANT} (llama.cpp's default)"
@@ -160,21 +193,26 @@ def choose_gguf(repo_id: str, names, quant: str | None) -> GgufChoice:
         else:
             problem = f"has no GGUF file for quant {quant}"
             fix = f"its quants are {listed}"
-        raise _final(f"{repo_id} on the Hub {problem}; {fix}", "Hub: GGUF quant not chosen")
+        raise _final(
+            f"{repo_id} on the Hub {problem}{skipped}; {fix}", "Hub: GGUF quant not chosen"
+        )
     parts = files[choice]
     missing = [p for p in parts if p not in names]
     if missing:
         raise _final(
-            f"{repo_id} on the Hub has part 1 of the {len(parts)}-part GGUF model {choice} but "
-            f"not {missing[0]}; choose another quant",
+            f"{repo_id} on the Hub has part 1 of the {len(parts)}-part GGUF model "
+            f"{_shown(choice)} but not {_shown(missing[0])}; choose another quant",
             "Hub: GGUF part missing",
         )
     return GgufChoice(choice, parts)
 
 
 def _quant_list(files) -> str:
+    """The quants a repository's files name, for an error line: at most 40, each cut to
+    MAX_QUANT_CHARS (a longer one cannot be asked for anyway)."""
     quants = sorted({quant_of(f) for f in files}, key=str.lower)
-    text = ", ".join(quants[:40])
+    shown = [q if len(q) <= MAX_QUANT_CHARS else q[: MAX_QUANT_CHARS - 3] + "..." for q in quants]
+    text = ", ".join(shown[:40])
     return text + (f" and {len(quants) - 40} more" if len(quants) > 40 else "")
 
 
@@ -244,7 +282,14 @@ _FETCHED = "vramtui-fetched.json"
 
 
 def _key(first: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", first.replace("/", "--"))
+    """The cache folder's name for a file: its path made one name, cut (with a hash of the whole
+    to tell cut names apart) to fit a file system's 255 bytes."""
+    key = re.sub(r"[^A-Za-z0-9._-]", "_", first.replace("/", "--"))
+    if len(key) > 120:
+        import hashlib
+
+        key = key[:100] + "-" + hashlib.sha256(first.encode()).hexdigest()[:16]
+    return key
 
 
 def cached_gguf(repo_id: str, revision: str | None, quant: str | None) -> HubGguf | None:
@@ -335,7 +380,13 @@ def fetch_gguf(client, names: set[str] | None, quant: str | None) -> HubGguf:
             "its path",
             "Hub: too many files",
         )
-    ggufs = sorted(n for n in names if n.lower().endswith(".gguf"))[:MAX_GGUF_FILES]
+    ggufs = sorted(n for n in names if n.lower().endswith(".gguf"))
+    if len(ggufs) > MAX_GGUF_FILES:  # cutting the list would hide the quants past the cut
+        raise _final(
+            f"{repo_id} on the Hub lists {len(ggufs):,} .gguf files, over vramtui's limit of "
+            f"{MAX_GGUF_FILES:,} (MAX_GGUF_FILES); download the .gguf file and give its path",
+            "Hub: too many GGUF files",
+        )
     snapshot = gguf_repo_dir(repo_id) / "snapshots" / commit
     _write_listing(snapshot, repo_id, ggufs)
     cached = cached_gguf_at(repo_id, commit, quant)
