@@ -21,10 +21,12 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   2026-12-03 (results `triage-corpus-2026-12-03-round5.md`), then spent: it joined tuning for
   round 6;
 - `held_out_6` (round 6): the same again, collected while round 6 was tuned. Measured once, on
-  2026-12-03 (results `triage-corpus-2026-12-03-round6.md`). Never tuned on.
+  2026-12-03 (results `triage-corpus-2026-12-03-round6.md`), then spent: it joined tuning for
+  round 7.
 
-`--half tuning` is every spent half: development, held_out, held_out_2, held_out_3, held_out_4
-and held_out_5.
+`--half tuning` is every spent half: development, held_out, held_out_2, held_out_3, held_out_4,
+held_out_5 and held_out_6. It is named half by half, so that a half added later stays out of
+it until it has been measured.
 
 `--fold a|b` keeps one fold of what `--half` selects, split by repository: fold `a` holds the
 repositories whose sha256(lowercase "owner/name") is even, fold `b` the odd ones. Tune on one
@@ -90,8 +92,17 @@ HALVES = (
     "held_out_6",
 )
 # Named pools of halves: what `--half` accepts besides a single half.
+SPENT_HALVES = (
+    "development",
+    "held_out",
+    "held_out_2",
+    "held_out_3",
+    "held_out_4",
+    "held_out_5",
+    "held_out_6",
+)
 POOLS = {
-    "tuning": tuple(h for h in HALVES if h != "held_out_6"),  # every spent half
+    "tuning": SPENT_HALVES,  # every spent half, by name: a new half stays out
     "both": ("development", "held_out"),
     "all": HALVES,
 }

@@ -37,7 +37,15 @@ def _load(path: Path) -> dict:
 def _split() -> dict[str, str]:
     split = tomllib.loads((CORPUS / "split.toml").read_text(encoding="utf-8"))
     half_of: dict[str, str] = {}
-    for half in ("development", "held_out", "held_out_2", "held_out_3", "held_out_4", "held_out_5", "held_out_6"):
+    for half in (
+        "development",
+        "held_out",
+        "held_out_2",
+        "held_out_3",
+        "held_out_4",
+        "held_out_5",
+        "held_out_6",
+    ):
         for repo in split.get(half, {}).get("repositories", []):
             assert repo not in half_of, f"{repo} is in both halves"
             half_of[repo] = half
@@ -125,12 +133,12 @@ def test_one_report_per_thread_unless_marked_as_a_second_error():
 
 
 def test_the_reader_holds_its_figures_on_the_spent_pool():
-    """Floors just under the tuning pool's figures (every spent half; round 6, with held_out_5
-    in the pool: OOMs read 589/596, near-misses read as OOM 3/213 (onnxruntime#14942,
-    bert-nmt#14 and netket#711, whose excerpt alone shows an XLA failure on device ordinal 0),
-    stage right 532/596, figures exact 1963/1991, repeated keys matched as a multiset). The
-    five halves of round 5 keep their near-miss ceiling of 2. A change that loses ground on
-    real reports fails here; raise the floors when it gains."""
+    """Floors just under the tuning pool's figures (every spent half; round 7, with held_out_6
+    in the pool: OOMs read 654/662, near-misses read as OOM 4/243 (onnxruntime#14942,
+    bert-nmt#14, netket#711 and weathernext#44, whose excerpts alone show an XLA failure with
+    no CPU named), stage right 603/662, figures exact 2186/2220, repeated keys matched as a
+    multiset). The five halves of round 5 keep their near-miss ceiling of 2. A change that
+    loses ground on real reports fails here; raise the floors when it gains."""
     import importlib.util
 
     path = CORPUS.parent.parent / "bench" / "bench_triage_corpus.py"
@@ -140,11 +148,11 @@ def test_the_reader_holds_its_figures_on_the_spent_pool():
     reports, half_of = bench.load_corpus(CORPUS)
     pool = set(bench.POOLS["tuning"])
     s = bench.summarise([bench.score_one(r) for r in reports if half_of[r["repository"]] in pool])
-    assert s["oom_read_as_oom"] >= 588, s["oom_read_as_oom"]
-    assert s["near_miss_read_as_oom"] <= 3, s["near_miss_read_as_oom"]
-    assert s["stage_right"] >= 530, s["stage_right"]
-    assert s["figures_exact_first"] >= 1960, s["figures_exact_first"]
-    round5 = pool - {"held_out_5"}
+    assert s["oom_read_as_oom"] >= 653, s["oom_read_as_oom"]
+    assert s["near_miss_read_as_oom"] <= 4, s["near_miss_read_as_oom"]
+    assert s["stage_right"] >= 600, s["stage_right"]
+    assert s["figures_exact_first"] >= 2183, s["figures_exact_first"]
+    round5 = pool - {"held_out_5", "held_out_6"}
     near5 = sum(
         bench.score_one(r)["is_oom_read"]
         for r in reports

@@ -13,6 +13,7 @@ prints an exact byte count beside a rounded one, the exact one is read.
 from __future__ import annotations
 
 import re
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from vramtui.errors import UnitsError
 from vramtui.units import parse_bytes
@@ -591,6 +592,20 @@ _XLA_STATS = (
 
 def read_xla_buffer_stats(text: str, f: Facts) -> None:
     _fields(text, f, _XLA_STATS)
+
+
+# libplacebo (FFmpeg's Vulkan filters) prints sizes with PRINT_SIZE: 1024-based, one letter
+# ("Allocation of size   15M failed: VK_ERROR_OUT_OF_DEVICE_MEMORY"), 15M = 15 x 2^20 B.
+_VK_SIZE = ascii_re(r"\bAllocation of size\s{1,8}(\d{1,9}(?:\.\d{1,3})?)([KMGT])\s{1,3}failed\b")
+_VK_UNIT = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def read_vulkan_size(text: str, f: Facts) -> None:
+    m = _VK_SIZE.search(text)
+    if m and "tried_to_allocate_bytes" not in f.figures:
+        value = Decimal(m.group(1)) * _VK_UNIT[m.group(2)]
+        f.figures["tried_to_allocate_bytes"] = int(value.to_integral_value(ROUND_HALF_EVEN))
+        f.written["tried_to_allocate_bytes"] = m.group(1) + m.group(2)
 
 
 def read_nothing(text: str, f: Facts) -> None:

@@ -40,6 +40,7 @@ from vramtui.triage.oom_figures import (
     read_trtllm,
     read_vllm_kv,
     read_vllm_startup,
+    read_vulkan_size,
     read_xla,
     read_xla_buffer_stats,
 )
@@ -262,9 +263,10 @@ FORMS: tuple[Form, ...] = (
         # lower case ("cuda out of memory, tried to allocate 50MiB(GPU 0; ...").
         # A reporter's sentence ("I am getting CUDA out of memory.") is not the message
         # either, unless the figures follow it. Markdown emphasis may open it
-        # ("_CUDA out of memory. ... cached)_").
+        # ("_CUDA out of memory. ... cached)_"), and so may a quote when the figures follow
+        # (I encounter "CUDA out of memory. Tried to allocate 44.00 MiB (GPU 0; ...)").
         ascii_re(
-            r"(?<![\"'])(?<![A-Za-z0-9])(?:"
+            r"(?<![A-Za-z0-9])(?:(?<![\"'])"
             + _PROSE_BEFORE
             + r"|(?=\w{3,4} out of memory[.,:]?\s{0,3}"
             r"[Tt]ried to allocate))(?P<dev>CUDA|HIP|XPU|cuda|Cuda) out of memory"
@@ -587,7 +589,7 @@ FORMS: tuple[Form, ...] = (
         ascii_re(r"\bVK_ERROR_OUT_OF_DEVICE_MEMORY\b"),
         "allocation",
         _vulkan,
-        read_nothing,
+        read_vulkan_size,
         keys=("OUT_OF_DEVICE_MEMORY",),
     ),
     Form(

@@ -30,6 +30,7 @@ a pattern backtrack for long.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -51,6 +52,8 @@ PHASES = ("load", "generate", "train_forward", "backward", "optimizer_step", "ot
 LOG_CONTEXT_LINES = 300  # how far back from the traceback the log is read for a phase hint
 AFTER_CONTEXT_LINES = 40  # how far after the error the log is read for what had just failed
 EVENT_TAIL_LINES = 6  # lines after the error line read with it (llama.cpp, TensorFlow)
+# an engine's own words for the step that failed ("Error during forward propagation:")
+_FORWARD_WORDS = re.compile(r"\bforward (?:propagation|pass|computation)\b", re.ASCII)
 
 __all__ = [
     "LOG_CONTEXT_LINES",
@@ -216,7 +219,7 @@ def _training_step(
             why = f"{found.reason}; the traceback's frames are module forwards ({fr.func})"
             return PhaseVerdict("train_forward", found.evidence, found.line_no, why)
     tail = " ".join(log.lines[event_idx : event_idx + EVENT_TAIL_LINES])[:4_000]
-    if "Forward" in tail:
+    if "Forward" in tail or _FORWARD_WORDS.search(tail):
         why = f"{found.reason}; the error names a forward operation"
         return PhaseVerdict("train_forward", found.evidence, found.line_no, why)
     return PhaseVerdict(
@@ -234,6 +237,8 @@ def _from_frames(frames: list[Frame], log: CleanLog) -> tuple[PhaseVerdict, str]
     weak_hit: tuple[int, rules.Rule] | None = None
     for pos in range(len(frames) - 1, -1, -1):  # deepest first
         rule = rules.classify_frame(frames[pos])
+        if pos == len(frames) - 1:
+            rule = rules.deepest_code_rule(frames[pos], rule)
         if rule is None:
             continue
         strength = rule[1]

@@ -98,7 +98,11 @@ EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "load",
-        re.compile(r"Executor creation failed|Failed to initialize executor", _A),
+        re.compile(
+            r"Executor creation failed|Failed to initialize executor|"
+            r"\b[Ff]ailed to (?:create|load|initiali[sz]e) (?:model )?instance\b",
+            _A,
+        ),
         "engine start-up: TensorRT-LLM could not create its executor (weights, KV cache)",
     ),
     (
@@ -160,7 +164,8 @@ EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
         "generate",
         re.compile(
-            r"\b[Ff]ailed to (?:generate|predict|infer|transcribe|synthesi[sz]e)\b|"
+            r"\b(?:[Ff]ailed to|[Cc]ould not|[Cc]ouldn't|[Uu]nable to) (?:generate|predict|infer|"
+            r"transcribe|synthesi[sz]e)\b|"
             r"\b[Ee]rror (?:while |when )?(?:generating|predicting|transcribing|synthesi[sz]ing)\b|"
             r"\b(?:during|while|when) (?:generation|generating|inference|predicting|prediction|"
             r"sampling|transcribing|transcription)\b",
@@ -237,6 +242,7 @@ def event_line_rule(text: str) -> tuple[str, str] | None:
 _RE_MMCV_BAR = re.compile(r"\] {0,3}\d{1,9}/\d{1,9}, [\d.]{1,12} task/s", _A)
 _RE_TRAINING_LINE = re.compile(
     r"\*{3,} Running training \*{3,}|\{'loss': |'train_loss'|\bEpoch:? ?\[?\d{1,6}\b|"
+    r"\b[Rr]unning epoch[= ]\d{1,6}\b|"
     r"\bEpoch \(train\)|\btrain: +\d|\bIter ?\[\d|"
     # a progress bar that reports a loss (tqdm's postfix), or one named for training
     r"(?:it/s|s/it)[^\n]{0,200}\b(?:train_)?loss[=:] ?-?\d|\b(?:Training|Train):? {0,3}\d{1,3}%",
@@ -287,7 +293,9 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
         "load",
         re.compile(
-            r"^(?:> )?initializing model parallel\b|\bLoading (?:the )?(?:model|weights|checkpoint)\b",
+            r"^(?:> )?initializing model parallel\b|\bLoading (?:the )?(?:model|weights|checkpoint)\b|"
+            # an app's own short start-up line: "Loading Mistral", "Loading transformer"
+            r"^\s{0,4}Loading [\w.-]{2,60}(?:\.{3}|\u2026)?\s*$",
             re.IGNORECASE | _A,
         ),
         "the log was setting the model up (model-parallel groups, loading its weights)",
@@ -330,7 +338,9 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
             r"memory)|# GPU blocks|Maximum concurrency for|Method Warmup|warmup\{|Warming up|"
             r"Capturing CUDA graph|Capturing cudagraph|graph capturing|llama_new_context|"
             r"llama_init_from_model|llama_context|llama_kv_cache|graph_reserve|"
-            r"Model loading took|init_memory_pool|Init torch distributed",
+            r"Model loading took|init_memory_pool|Init torch distributed|"
+            r"\b(?:allocat\w{0,4}|using|creat\w{0,4}|reserv\w{0,4}|initiali[sz]\w{0,4}) "
+            r"(?:[\w-]{1,20} ){0,3}KV[ -]cache (?:for|of|with|size|blocks)\b",
             re.IGNORECASE | _A,
         ),
         "the inference engine was starting up (profiling, KV cache, warm-up) and had served "
@@ -372,6 +382,19 @@ AFTER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "load",
+        # a native backtrace printed innermost first (glog's "@ 0x7f... ns::Class::build()",
+        # Rust's "  12: crate::models::falcon::Falcon::load", its number possibly stripped as a
+        # rank prefix): the nearest frame that loads or builds the model or its buffers
+        re.compile(
+            r"^\s{0,8}(?:@\s{1,8}0x[0-9a-fA-F]{4,16}\s{1,8}|\d{1,4}: )?[\w:<>, ]{0,300}?::"
+            r"(?:load|build|load_\w{1,40}|from_pretrained|from_safetensors)(?:<[\w:, ]{0,60}>)?"
+            r"(?:\(\)?)?\s*$",
+            _A,
+        ),
+        "a native stack frame under the error loads the model or builds its buffers (start-up)",
+    ),
+    (
+        "load",
         re.compile(
             r"Shard \d{1,4} failed to start|ShardCannotStart|Method Warmup encountered|"
             r"Unable to warmup|EngineCore failed to start|Engine core initialization failed|"
@@ -380,6 +403,15 @@ AFTER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         ),
         "the log says the server failed to start: the error came during start-up (loading or "
         "warming up), before any request",
+    ),
+    (
+        "load",
+        # a weight-loading progress bar printed (flushed) just after the message
+        re.compile(r"^\s{0,4}Loading (?:safetensors |pt |)checkpoint shards: {0,3}\d{1,3}%", _A),
+        (
+            "a weight-loading progress bar, cut short, is printed right after the error: the "
+            "weights were being loaded"
+        ),
     ),
     (
         "generate",
@@ -427,7 +459,8 @@ _INFER_WORDS = frozenset(
 _RE_TOOL = re.compile(
     r"(?:^|[\s!$>#;&|(])(?:llamafactory-cli (?P<lf>train|chat|webchat|api|eval)|"
     r"swift (?P<swift>sft|pt|rlhf|infer|deploy)|tune run (?P<tune>[\w-]{1,80})|"
-    r"mlx_lm[.\s](?P<mlx>generate|lora|fuse|chat|server))\b",
+    r"mlx_lm[.\s](?P<mlx>generate|lora|fuse|chat|server)|"
+    r"(?P<serve>vllm serve|sglang\.launch_server|trtllm-serve|text-generation-launcher))\b",
     _A,
 )
 
@@ -443,6 +476,14 @@ def command_rule(text: str) -> tuple[str, str] | None:
     text = text[:1_000]
     m = _RE_TOOL.search(text)
     if m:
+        if m["serve"]:
+            return (
+                "load",
+                (
+                    f"the command line starts a server ({m['serve']}), and no line after it "
+                    "says it served a request: start-up"
+                ),
+            )
         sub = next(g for g in m.groups() if g)
         train = bool(_words(sub) & (_TRAIN_WORDS | {"lora", "pt", "fuse"}))
         if train:

@@ -103,7 +103,13 @@ _ENGINE_FILES = (
 # TurboMind creates its model instances (weights' workspaces, KV cache), exllamav2 allocates its
 # cache tensors when the cache object is constructed.
 _ENGINE_BUILD_FUNCS = _set(
-    "create_model_instance", "_create_model_instance", "create_state_tensors"
+    "create_model_instance",
+    "_create_model_instance",
+    "create_state_tensors",
+    # the engine itself being constructed (vLLM's AsyncLLMEngine.from_engine_args)
+    "from_engine_args",
+    "from_vllm_config",
+    "_init_engine",
 )
 
 
@@ -392,7 +398,16 @@ RE_LOAD_CODE = re.compile(
     r"\bfrom_pretrained\(|\bload_state_dict\(|\btorch\.load\(|\bsafe_open\(|\bload_file\(|"
     r"\b(?:model|self\.model|net|module|pipe|pipeline|llm|base_model|unet|vae|transformer)\w{0,40}"
     r"\.(?:to|cuda|half|bfloat16)\(|\._apply\(|\bpipeline\(|\bLLM\(|\bWhisperModel\(|"
-    r"\b\w{0,40}Trainer\(",
+    r"\b\w{0,40}Trainer\(|"
+    # a sub-model attribute moved to the device: self.llama_model.to(...), self.text_model.cuda()
+    r"\bself\.\w{1,30}_(?:model|net|encoder|decoder|unet|vae|transformer)\.(?:to|cuda)\(|"
+    # a layer creating its weights (model construction): Parameter(torch.Tensor(out, in))
+    r"\bParameter\(\s{0,4}torch\.(?:Tensor|empty|zeros|ones|randn|rand)\("
+    # a KV buffer pre-allocated at start-up: self.value_buffer = [torch.empty(...) ...]
+    r"|\bself\.(?:\w{0,20}_)?(?:kv|key|value|k|v)_buffers?\s{0,2}=\s{0,2}\[?\s{0,2}"
+    r"torch\.(?:empty|zeros)\(|"
+    # a class built from a Hub model id: FlaxWhisperPipline("openai/whisper-large-v2", ...)
+    r"\b[A-Z]\w{0,60}\(\s{0,4}[\"'][\w.-]{1,60}/[\w.-]{1,80}[\"']",
     _A,
 )
 RE_LOAD_WEAK_CODE = re.compile(
@@ -684,3 +699,26 @@ def classify_frame(fr: Frame) -> Rule | None:
     if code and RE_LOAD_WEAK_CODE.search(code):
         return ("load", "weak", "this line moves tensors or the model to the GPU", True)
     return None
+
+
+def deepest_code_rule(fr: Frame, rule: Rule | None) -> Rule | None:
+    """The deepest frame's code line is the statement that was running when memory ran out. In
+    a project's own function named for inference (`infer`, `run_inference`), a statement that
+    loads the model or moves it to the GPU (`pipe.to(device)`) is a lazy load: the statement
+    decides, not the function's name. Library frames keep their rule."""
+    if rule is None or rule[0] != "generate" or not fr.code or not fr.func:
+        return rule
+    if _LIB_FILE.search(fr.file):
+        return rule
+    hit = code_rule(fr.code)
+    if hit is None or hit[0] != "load":
+        return rule
+    return (
+        "load",
+        "strong",
+        f"{hit[1]}; the statement that was running decides over the function's name",
+        True,
+    )
+
+
+_LIB_FILE = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen", _A)

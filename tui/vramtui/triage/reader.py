@@ -564,6 +564,7 @@ def _mark_echoes(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
     return out
 
 
+_RUNTIME_ONLY = ("cuda", "hip")  # the framework of a message that names only the device runtime
 MAX_HEADING_GAP = 3  # lines between a figure-less mention and the message it announces
 MAX_JUPYTER_TRACEBACK = 3_000  # lines between IPython's heading and the exception's message
 _JUPYTER_HEADING = ascii_re(r"\s{0,16}([\w.]{1,120})\s{1,80}Traceback \(most recent call last\)")
@@ -586,7 +587,13 @@ def _mark_headings(events: list[OomEvent], log: CleanLog) -> list[OomEvent]:
             if jupyter.group(1).rsplit(".", 1)[-1] in b.message:
                 out[k] = replace(a, echo_of=b.line_no)
             continue
-        if a.figures or a.tokens or not b.figures or a.framework != b.framework:
+        if a.figures or a.tokens or not b.figures:
+            continue
+        if a.framework != b.framework and not (
+            a.framework in _RUNTIME_ONLY and b.line_no - a.line_no == 1
+        ):
+            # a device runtime's bare "out of memory" (TensorRT's "Error Code 1: Cuda Runtime
+            # (out of memory)") with the engine's own line and its figures right under it
             continue
         if b.line_no - a.line_no > MAX_HEADING_GAP + 1:
             continue
