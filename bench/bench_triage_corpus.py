@@ -22,7 +22,9 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   round 6;
 - `held_out_6` (round 6): the same again, collected while round 6 was tuned. Measured once, on
   2026-12-03 (results `triage-corpus-2026-12-03-round6.md`), then spent: it joined tuning for
-  round 7.
+  round 7;
+- `held_out_7` (round 7): the same again, collected while round 7 was tuned. Measured once, on
+  2026-12-03 (results `triage-corpus-2026-12-03-round7.md`). Never tuned on.
 
 `--half tuning` is every spent half: development, held_out, held_out_2, held_out_3, held_out_4,
 held_out_5 and held_out_6. It is named half by half, so that a half added later stays out of
@@ -34,7 +36,7 @@ fold's misses and measure the other before and after: that is the estimate of ho
 transfer to repositories never looked at.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
-        [--half development|held_out|held_out_2|held_out_3|held_out_4|held_out_5|held_out_6|tuning|both|all]
+        [--half development|held_out|held_out_2|held_out_3|held_out_4|held_out_5|held_out_6|held_out_7|tuning|both|all]
         [--fold a|b] [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
@@ -90,6 +92,7 @@ HALVES = (
     "held_out_4",
     "held_out_5",
     "held_out_6",
+    "held_out_7",
 )
 # Named pools of halves: what `--half` accepts besides a single half.
 SPENT_HALVES = (
