@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vramtui.ledger import estimate
-from vramtui.ledger.activations import training_layer_bytes
+from vramtui.ledger.training_activations import training_layer_bytes
 from vramtui.training_profiles import SPEC_OVERRIDES, load_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -618,7 +618,7 @@ def test_unsloth_offloads_checkpointed_layer_inputs_to_the_host_by_hand():
     UnslothCheckpointFunction (a1899136) offloads every input but the last layer's and reloads
     into one GPU buffer. Llama-3.2-1B, 8 x 512 tokens x 2,048 x 2 B = 16,777,216 B a layer
     input: 2 on the GPU = 33,554,432 B, in place of torch's 16 layers = 268,435,456 B."""
-    from vramtui.ledger.activations import training_saved
+    from vramtui.ledger.training_activations import training_saved
 
     offloaded = training_saved(_ctx(_spec(ckpt="full", training=UNSLOTH, lora=LLAMA_TARGETS)))
     assert offloaded.kept == 16_777_216
@@ -661,7 +661,7 @@ def test_unsloth_lora_kernels_save_less_than_peft_by_hand():
     assert with_dropout > unsloth
     # the MLP kernel's backward holds one 16-bit gradient of the MLP width (DW):
     # 1,024 tokens x 8,192 x 2 B = 16,777,216 B
-    from vramtui.ledger.activations import lora_layer_backward_temporary
+    from vramtui.ledger.training_activations import lora_layer_backward_temporary
 
     ctx = _ctx(_spec(training=UNSLOTH, lora=LLAMA_TARGETS))
     assert lora_layer_backward_temporary(ctx, 1024)[0] == 16_777_216

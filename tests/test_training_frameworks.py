@@ -9,8 +9,8 @@ import pytest
 
 from vramtui.errors import SpecError
 from vramtui.ledger import GpuLayout, estimate
-from vramtui.ledger.activations import lora_layer_bytes, training_layer_bytes
 from vramtui.ledger.context import LedgerContext
+from vramtui.ledger.training_activations import lora_layer_bytes, training_layer_bytes
 from vramtui.measure.compare import compare
 from vramtui.models.resolve import resolve_model_ref
 from vramtui.spec import FRAMEWORKS, ModelRef, dumps_spec, loads_spec
@@ -240,7 +240,7 @@ def test_fused_loss_holds_no_logits():
 
 
 def _walk(spec):
-    from vramtui.ledger.activations import backward_walk
+    from vramtui.ledger.training_activations import backward_walk
 
     return backward_walk(_ctx(spec)).points
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vramtui.ledger import encoders
-from vramtui.ledger.activations import inference_items, training_items
+from vramtui.ledger.activations import inference_items
 from vramtui.ledger.context import LedgerContext
 from vramtui.ledger.items import (
     ESTIMATED,
@@ -23,6 +23,7 @@ from vramtui.ledger.llama_cpp import (
 )
 from vramtui.ledger.overheads import overhead_items, reserve_item
 from vramtui.ledger.training import training_state_items
+from vramtui.ledger.training_activations import training_items
 from vramtui.ledger.training_mechanisms import (
     dequantised_head_items,
     fsdp_frozen_items,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from vramtui.ledger.activations import backward_walk
 from vramtui.ledger.context import LedgerContext
 from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import ESTIMATED, UNKNOWN, LedgerItem
 from vramtui.ledger.placement import distribution
+from vramtui.ledger.training_activations import backward_walk
 from vramtui.ledger.training_mechanisms import (
     adapter_bytes,
     adapter_dtype_said,
@@ -160,7 +160,7 @@ def training_state_items(ctx: LedgerContext) -> list[LedgerItem]:
         )
     grad_basis += "; freed by zero_grad(set_to_none=True) after the step"
     # The backward stage holds what is live at its peak, one of the points the backward walk
-    # passes through (activations.backward_walk); without accumulation or gradient buffers the
+    # passes through (training_activations.backward_walk); without accumulation or gradient buffers the
     # gradients appear during the walk, so the peak may hold none or only some of them.
     walk = backward_walk(ctx)
     in_backward = fw.optimizer_placement == "in-backward"
