@@ -131,6 +131,26 @@ def prefill_step_tokens(ctx: LedgerContext) -> tuple[int, int, str]:
     )
 
 
+def inference_logits_item(
+    ctx: LedgerContext, conc: int, vocab: int, b: int, which: str
+) -> LedgerItem:
+    """generate() and serving engines compute logits for the last position only, and upcast
+    them to fp32 for sampling: conc x vocab x (b + 4) bytes. `which` names the position kept
+    ("the last position's", "the last decoder position's")."""
+    logit_bytes = conc * vocab * (b + 4)
+    return LedgerItem(
+        key="logits.inference",
+        name="Logits (last position, fp32 for sampling)",
+        category="logits",
+        status=ESTIMATED,
+        basis=f"{conc} sequence(s) x vocab {vocab:,} x ({b} B + 4 B fp32 copy) "
+        f"= {logit_bytes:,} B (generate() keeps only {which} logits)",
+        stages=("prefill", "decode"),
+        stage_bytes={"prefill": logit_bytes, "decode": logit_bytes},
+        distribution=distribution(ctx.layout, where="last", tp_share=Fraction(1)),
+    )
+
+
 def inference_items(ctx: LedgerContext) -> list[LedgerItem]:
     if ctx.arch is None:
         return [
@@ -179,22 +199,7 @@ def inference_items(ctx: LedgerContext) -> list[LedgerItem]:
             distribution=layer_dist,
         )
     ]
-    # generate() and serving engines compute logits for the last position only, and
-    # upcast them to fp32 for sampling.
-    logit_bytes = conc * arch.vocab_size * (b + 4)
-    items.append(
-        LedgerItem(
-            key="logits.inference",
-            name="Logits (last position, fp32 for sampling)",
-            category="logits",
-            status=ESTIMATED,
-            basis=f"{conc} sequence(s) x vocab {arch.vocab_size:,} x ({b} B + 4 B fp32 copy) "
-            f"= {logit_bytes:,} B (generate() keeps only the last position's logits)",
-            stages=("prefill", "decode"),
-            stage_bytes={"prefill": logit_bytes, "decode": logit_bytes},
-            distribution=distribution(ctx.layout, where="last", tp_share=Fraction(1)),
-        )
-    )
+    items.append(inference_logits_item(ctx, conc, arch.vocab_size, b, "the last position's"))
     if spec.runtime.attention in ("eager", "sdpa") and engine == "transformers":
         mask_b = b if spec.runtime.attention == "eager" else 1
         mask = conc * prompt * prompt * mask_b

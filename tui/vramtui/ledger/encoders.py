@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from vramtui.ledger.activations import inference_logits_item
 from vramtui.ledger.context import LedgerContext
 from vramtui.ledger.formats import FLOAT_BYTES
 from vramtui.ledger.items import ESTIMATED, UNKNOWN, LedgerItem
@@ -384,20 +385,7 @@ def inference_items(ctx: LedgerContext) -> list[LedgerItem]:
             distribution=layer_dist,
         )
     ]
-    logit_bytes = conc * shape.vocab * (b + 4)
-    items.append(
-        LedgerItem(
-            key="logits.inference",
-            name="Logits (last position, fp32 for sampling)",
-            category="logits",
-            status=ESTIMATED,
-            basis=f"{conc} sequence(s) x vocab {shape.vocab:,} x ({b} B + 4 B fp32 copy) = "
-            f"{logit_bytes:,} B (generate() keeps only the last decoder position's logits)",
-            stages=("prefill", "decode"),
-            stage_bytes={"prefill": logit_bytes, "decode": logit_bytes},
-            distribution=distribution(ctx.layout, where="last", tp_share=Fraction(1)),
-        )
-    )
+    items.append(inference_logits_item(ctx, conc, shape.vocab, b, "the last decoder position's"))
     return items
 
 
