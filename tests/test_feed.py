@@ -629,8 +629,10 @@ def test_watch_argument_errors_are_one_line(capsys):
 def test_watch_ssh_without_the_module_is_one_line(monkeypatch, capsys):
     import vramtui.feed
 
-    monkeypatch.delattr(vramtui.feed, "ssh", raising=False)
-    monkeypatch.setitem(sys.modules, "vramtui.feed.ssh", None)
+    # A build without the SSH feed: neither the feed module nor its command module.
+    for name in ("ssh", "ssh_watch"):
+        monkeypatch.delattr(vramtui.feed, name, raising=False)
+        monkeypatch.setitem(sys.modules, f"vramtui.feed.{name}", None)
     assert main(["watch", "--ssh", "gpu1", "--once"]) == 2
     err = capsys.readouterr().err
     assert "--ssh" in err and err.count("\n") == 1

@@ -5,7 +5,7 @@ vramtui watch --once --json          one snapshot as a JSON line, exit 0 (also w
 vramtui watch --once                 the same as tables
 vramtui watch --json [--record F]    JSON lines until Ctrl-C, appended to F as well
 vramtui watch --replay F [--speed X] --once / --json: a recording instead of the driver
-vramtui watch --ssh HOST ...         the SSH feed (vramtui.feed.ssh)
+vramtui watch --ssh HOST ...         the SSH feed (vramtui.feed.ssh, vramtui.feed.ssh_watch)
 vramtui watch --prometheus URL ...   dcgm-exporter's counters from Prometheus
                                      (vramtui.feed.prometheus_watch)
 vramtui watch                        the app's feed pane
@@ -85,15 +85,15 @@ def _refuse_prometheus_options(args) -> None:
 
 def _watch_ssh(args) -> int:
     try:
-        from vramtui.feed import ssh
+        from vramtui.feed import ssh_watch
     except ModuleNotFoundError as exc:
-        if exc.name != "vramtui.feed.ssh":
+        if exc.name not in ("vramtui.feed.ssh", "vramtui.feed.ssh_watch"):
             raise
         raise FeedError(
             "watching hosts over SSH (--ssh) is not part of this build; run `vramtui watch` "
             "on the host itself"
         ) from None
-    return ssh.watch_hosts(args)
+    return ssh_watch.watch_hosts(args)
 
 
 def _emit(snapshot: Snapshot, as_json: bool) -> None:

@@ -129,7 +129,7 @@ def _stream(feed: PrometheusFeed, as_json: bool, record_path: str | None) -> int
         else:
             print(safe_line(_summary(update)), flush=True)
 
-    from vramtui.feed.ssh import stop_on_signals
+    from vramtui.feed.stop_signals import stop_on_signals
 
     try:
         with stop_on_signals():
