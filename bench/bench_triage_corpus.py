@@ -103,6 +103,7 @@ SPENT_HALVES = (
     "held_out_4",
     "held_out_5",
     "held_out_6",
+    "held_out_7",
 )
 POOLS = {
     "tuning": SPENT_HALVES,  # every spent half, by name: a new half stays out

@@ -671,7 +671,7 @@ def test_phase_rules_on_small_tracebacks():
                 ("/a/m.py", "<module>", "model = DDP(model, device_ids=[rank])"),
                 (sp + "torch/nn/parallel/distributed.py", "__init__", "_sync_module_states("),
             ],
-            "other",
+            "load",  # set-up before the first step (round 8; was "other")
         ),
         (
             [

@@ -130,6 +130,9 @@ _TORCH_FIELDS = (
     ("already_allocated_bytes", ascii_re(_Q + r" already allocated")),
     ("allowed_bytes", ascii_re(_Q + r" allowed;")),
     ("reserved_total_bytes", ascii_re(_Q + r" reserved in total by Py[Tt]orch")),
+    # a paste cut inside "reserved" after the 1.4-2.0 form's last figure ("...; 1.32 GiB free;
+    # 9.29 GiB res"): no other figure of the message is followed by "res"
+    ("reserved_total_bytes", ascii_re(r" free; " + _Q + r" res(?:e(?:r(?:v(?:ed?)?)?)?)?\s*$")),
     ("reserved_unallocated_bytes", ascii_re(_Q + r" cached[;)]")),
     ("process_in_use_bytes", ascii_re(r"this process has " + _Q + r" memory in use")),
     # a paste cut right after the figure ("... Of the allocated memory 44.91 GiB i") still has it
@@ -181,6 +184,16 @@ _GENERIC_FIELDS = (
     ("tried_to_allocate_bytes", ascii_re(r"\b[Ff]ailed to allocate (?:memory of size )?" + _Q)),
     ("total_capacity_bytes", ascii_re(r"[(,]\s?Capacity: " + _Q)),
     ("already_allocated_bytes", ascii_re(r"[(,]\s?Allocated: " + _Q)),
+    # faiss-gpu's StandardGpuResources (faiss/gpu/StandardGpuResources.cpp allocMemory):
+    # "alloc fail type TemporaryMemoryBuffer dev 0 space Device stream 0x55fd... size
+    # 1610612736 bytes (cudaMalloc error out of memory [2])": the request, in bytes
+    (
+        "tried_to_allocate_bytes",
+        ascii_re(
+            r"\balloc fail type \w{1,40} dev -?\d{1,3} space \w{1,20} stream (?:0x)?"
+            r"[0-9a-fA-F]{1,16} size " + _Q
+        ),
+    ),
 )
 
 

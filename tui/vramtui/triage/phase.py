@@ -152,6 +152,9 @@ def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
     found = _from_engine_frames(headed, log)
     if found:
         return found
+    found = _from_executor_line(log)
+    if found:
+        return found
     guess = fallback_phase(log, event_idx, frames)
     if guess is not None:
         return _line_verdict(log, guess.line_idx, guess.phase, guess.reason)
@@ -204,6 +207,20 @@ def _from_engine_frames(frames: list[Frame], log: CleanLog) -> PhaseVerdict | No
         ),
         log,
     )
+
+
+def _from_executor_line(log: CleanLog) -> PhaseVerdict | None:
+    """An application's executor line that says the OOM was caught while running a workflow
+    (`phase_log_rules.EXECUTOR_RULES`), anywhere in the paste."""
+    for j, raw in enumerate(log.lines[:_EXECUTOR_LINES]):
+        hit = log_rules.executor_rule(raw[:_EXECUTOR_LINE_CHARS])
+        if hit:
+            return _line_verdict(log, j, hit[0], hit[1])
+    return None
+
+
+_EXECUTOR_LINES = 3_000
+_EXECUTOR_LINE_CHARS = 600
 
 
 def _training_step(

@@ -81,6 +81,12 @@ CALLER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
         "load",
+        re.compile(r"\bError registering modules:", _A),
+        "IREE's runtime (SHARK) failed registering a compiled module, which allocates the "
+        "module's buffers at start-up, before any inference",
+    ),
+    (
+        "load",
         re.compile(r"Free memory on device \(", _A),
         "vLLM checks free memory at start-up, before loading the weights",
     ),
@@ -398,7 +404,7 @@ AFTER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         re.compile(
             r"Shard \d{1,4} failed to start|ShardCannotStart|Method Warmup encountered|"
             r"Unable to warmup|EngineCore failed to start|Engine core initialization failed|"
-            r"Failed to initialize executor",
+            r"Failed to initialize executor|WorkerProc failed to start",
             _A,
         ),
         "the log says the server failed to start: the error came during start-up (loading or "
@@ -417,11 +423,14 @@ AFTER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "generate",
         re.compile(
             r"Method (?:Prefill|Decode) encountered|Request failed during generation|"
-            r"Output generated in \d|Graph stats:",
-            _A,
+            r"Output generated in \d|Graph stats:|"
+            # an engine's own line giving up on the prompt ("prompt processing failed",
+            # "prefill failed"): the first step of serving a request
+            r"\bprompt processing failed|\bprefill failed\b",
+            _A | re.IGNORECASE,
         ),
         "the log after the error reports a generation request or graph ending (prefill, decode, "
-        "a generated output, InvokeAI's graph stats)",
+        "prompt processing, a generated output, InvokeAI's graph stats)",
     ),
     (
         "train_forward",
@@ -549,3 +558,28 @@ def after_line_rule(text: str) -> tuple[str, str] | None:
         if pattern.search(text):
             return (phase, why)
     return None
+
+
+# Lines an application's executor prints when it catches the OOM, read only when nothing else
+# decided: they say which kind of run failed, not which step.
+EXECUTOR_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "generate",
+        # ComfyUI's execution.py catches an OOM raised by any node it executes, logs this line
+        # and unloads every model. ComfyUI moves a model to the GPU when a sampler or decoder
+        # needs it, so the node that failed was running a workflow's inference.
+        re.compile(r"Got an OOM, unloading all loaded models", _A),
+        (
+            "ComfyUI's executor caught the OOM while running a workflow's node (ComfyUI puts "
+            "models on the GPU when a sampler or decoder needs them): inference"
+        ),
+    ),
+)
+
+
+def executor_rule(text: str) -> tuple[str, str] | None:
+    for phase, pattern, why in EXECUTOR_RULES:
+        if pattern.search(text):
+            return (phase, why)
+    return None
+

@@ -5,9 +5,11 @@ Stages: `load` is everything before the job's first real step: reading and placi
 and an inference engine's start-up (vLLM's memory profiling run and KV-cache allocation,
 text-generation-inference's warm-up, llama.cpp creating its context), where no request has been
 served yet. `generate` is any inference forward afterwards (serving, sampling, denoising, VAE
-decode). `other` is neither a training nor a generation step: evaluation, a checkpoint save,
-post-training quantisation, merging adapters, wrapping the model for distributed training; the
-reason names which.
+decode). Wrapping the model for distributed training (DistributedDataParallel, FSDP,
+`deepspeed.initialize`) comes before the first step too: it broadcasts or shards the weights and
+allocates the gradient buckets or partitions, so it is `load`. `other` is neither a training nor
+a generation step: evaluation, a checkpoint save, post-training quantisation, merging adapters;
+the reason names which.
 
 Every pattern is plain `re` with bounded quantifiers, applied to one line (its first few
 thousand characters) at a time.
@@ -123,6 +125,10 @@ def is_startup_frame(fr: Frame) -> bool:
         return False
     if func in _ENGINE_WARMUP_FUNCS or func in _ENGINE_BUILD_FUNCS:
         return True
+    # a quantised weight repacked for a kernel after loading (vLLM's
+    # marlin_utils_fp4._repack_marlin_experts, gptq_marlin_repack): weights prepared at start-up
+    if "repack" in func.lower():
+        return True
     # a KV-cache class being constructed (exllamav2/cache.py: ExLlamaV2Cache.__init__)
     return func == "__init__" and file.rsplit("/", 1)[-1].startswith(("cache", "kv_cache"))
 
@@ -169,6 +175,9 @@ _LOAD_FUNCS = _set(
     "init_detector",
     "init_model",
     "pipeline",
+    # JAX / Flax copying the parameters to every device (flax.jax_utils.replicate)
+    "device_put_replicated",
+    "_device_put_replicated",
 )
 _GEN_FUNCS = _set(
     "generate",
@@ -268,6 +277,9 @@ _SAVE_FUNCS = _set(
     "export",
     "onnx_export",
     "push_to_hub",
+    # nn.Module's hook that writes one module's tensors into a state dict being built (a
+    # checkpoint's); bitsandbytes' 8-bit layers undo their GPU tile layout there
+    "_save_to_state_dict",
 )
 _MERGE_FUNCS = _set("merge_and_unload", "_unload_and_optionally_merge", "merge_adapter")
 _WRAP_FUNCS = _set(
@@ -417,14 +429,25 @@ RE_LOAD_WEAK_CODE = re.compile(
 )
 RE_GEN_CODE = re.compile(
     r"\.generate\(|\bllm\.(?:chat|generate)\(|\.(?:transcribe|tts\w{0,30}|synthesi[sz]e|"
-    r"infer|inference)\(|\bpipe\(",
+    r"infer|inference)\(|\bpipe\(|"
+    # CTranslate2's inference-only API: Translator.translate_batch, Generator.generate_batch,
+    # Encoder.forward_batch, score_batch (a library with no training)
+    r"\.(?:translate|generate|forward|score)_batch\(",
+    _A,
+)
+RE_WRAP_CODE = re.compile(
+    r"\b\w{0,20}DistributedDataParallel\(|\bDDP\(|\bFSDP\(|\bFullyShardedDataParallel\(|"
+    r"\bdeepspeed\.initialize\(|\bfully_shard\(",
     _A,
 )
 RE_OTHER_CODE = re.compile(
-    r"\bDistributedDataParallel\(|\bDDP\(|\bFSDP\(|\bFullyShardedDataParallel\(|"
-    r"\bdeepspeed\.initialize\(|\btorch\.onnx\.export\(|\btorch\.save\(|\.save_pretrained\(|"
-    r"\bmerge_and_unload\(|\bfully_shard\(",
+    r"\btorch\.onnx\.export\(|\btorch\.save\(|\.save_pretrained\(|\bmerge_and_unload\(",
     _A,
+)
+_WRAP_WHY = (
+    "{} wraps the model for distributed training (DistributedDataParallel, FSDP or DeepSpeed "
+    "broadcast or shard the weights and allocate gradient buckets or partitions): set-up, "
+    "before the first step"
 )
 RE_QUANTIZE_CODE = re.compile(r"\b\w{0,40}model\w{0,20}\.quantize\(", _A)
 # A tensor of literal size created straight on the device (a REPL test, a reproduction
@@ -459,8 +482,10 @@ def code_rule(code: str) -> tuple[str, str] | None:
         return ("backward", "this line runs the backward pass")
     if RE_QUANTIZE_CODE.search(code):
         return ("other", "this line runs post-training quantisation (calibration)")
+    if RE_WRAP_CODE.search(code):
+        return ("load", _WRAP_WHY.format("this line"))
     if RE_OTHER_CODE.search(code):
-        return ("other", "this line wraps, saves or exports the model")
+        return ("other", "this line saves, exports or merges the model")
     if RE_GEN_CODE.search(code):
         return ("generate", "this line runs inference (generation, transcription, synthesis)")
     if RE_LOAD_CODE.search(code):
@@ -594,11 +619,11 @@ def classify_frame(fr: Frame) -> Rule | None:
     if func in _WRAP_FUNCS and not (
         func in ("prepare", "_prepare_one") and "accelerate" not in file
     ):
-        return ("other", "strong", "wrapping the model for distributed training", False)
+        return ("load", "strong", _WRAP_WHY.format("the model"), False)
     if "torch/nn/parallel/distributed.py" in file and func == "__init__":
-        return ("other", "strong", "wrapping the model in DistributedDataParallel", False)
+        return ("load", "strong", _WRAP_WHY.format("DistributedDataParallel"), False)
     if "deepspeed/__init__.py" in file and func == "initialize":
-        return ("other", "strong", "deepspeed.initialize is wrapping the model", False)
+        return ("load", "strong", _WRAP_WHY.format("deepspeed.initialize"), False)
     if any(part in file for part in _QUANT_CALIBRATION_FILES):
         return (
             "other",
