@@ -24,10 +24,13 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   2026-12-03 (results `triage-corpus-2026-12-03-round6.md`), then spent: it joined tuning for
   round 7;
 - `held_out_7` (round 7): the same again, collected while round 7 was tuned. Measured once, on
-  2026-12-03 (results `triage-corpus-2026-12-03-round7.md`). Never tuned on.
+  2026-12-03 (results `triage-corpus-2026-12-03-round7.md`), then spent: it joined tuning for
+  round 8;
+- `held_out_8` (round 8): the same again, collected while round 8 was tuned. Measured once, on
+  2026-12-04 (results `triage-corpus-2026-12-04-round8.md`). Never tuned on.
 
 `--half tuning` is every spent half: development, held_out, held_out_2, held_out_3, held_out_4,
-held_out_5 and held_out_6. It is named half by half, so that a half added later stays out of
+held_out_5, held_out_6 and held_out_7. It is named half by half, so that a half added later stays out of
 it until it has been measured.
 
 `--fold a|b` keeps one fold of what `--half` selects, split by repository: fold `a` holds the
@@ -36,7 +39,7 @@ fold's misses and measure the other before and after: that is the estimate of ho
 transfer to repositories never looked at.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
-        [--half development|held_out|held_out_2|held_out_3|held_out_4|held_out_5|held_out_6|held_out_7|tuning|both|all]
+        [--half development|held_out|held_out_2|...|held_out_8|tuning|both|all]
         [--fold a|b] [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
@@ -93,6 +96,7 @@ HALVES = (
     "held_out_5",
     "held_out_6",
     "held_out_7",
+    "held_out_8",
 )
 # Named pools of halves: what `--half` accepts besides a single half.
 SPENT_HALVES = (

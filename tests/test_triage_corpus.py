@@ -46,6 +46,7 @@ def _split() -> dict[str, str]:
         "held_out_5",
         "held_out_6",
         "held_out_7",
+        "held_out_8",
     ):
         for repo in split.get(half, {}).get("repositories", []):
             assert repo not in half_of, f"{repo} is in both halves"
