@@ -19,7 +19,9 @@ Rules:
 - Settings the spec cannot express (4-bit optimisers, activation offloading, a ZeRO stage left
   unstated) are sized with the nearest spec value and listed as approximations. A paged
   optimiser is `optimizer_placement = "paged"`, torchtune's optimizer_in_bwd "in-backward",
-  CPU offload "cpu-offload", a stated loss the matching `loss_impl` (`_loss_impl`).
+  CPU offload "cpu-offload" (and `offload_params` where the framework offloads the FSDP
+  parameters: fsdp_qlora, Axolotl under FSDP), Axolotl's `activation_offloading: true`
+  `offload_checkpoints`, a stated loss the matching `loss_impl` (`_loss_impl`).
 - Library versions: the row's `library_versions`, else what the framework pins at the commit
   the row names (`FRAMEWORK_PINS`, with its source), else none (the current behaviour). A
   framework setting that differs at that commit from the profile's version is set from
@@ -426,7 +428,17 @@ def _loss_impl(text: str) -> str | None:
     t = text.lower()
     if not t:
         return None
-    if "cut_cross_entropy" in t or "liger" in t or "fused" in t:
+    # Axolotl's CutCrossEntropyPlugin (rows write "Cut Cross Entropy (CutCrossEntropyPlugin)"):
+    # integrations/cut_cross_entropy/args.py at 17fc747f99 `cut_cross_entropy: Optional[bool] =
+    # True`, and pre_model_load's `cce_patch(cfg.model_config_type)` replaces the CausalLM
+    # forward: the head and the loss fused, no logits.
+    if (
+        "cut_cross_entropy" in t
+        or "cut cross entropy" in t
+        or "cutcrossentropy" in t
+        or "liger" in t
+        or "fused" in t
+    ):
         return "fused"
     if "chunked_cross_entropy" in t or "lm_head_chunk_size" in t:
         return "chunked-bf16"
@@ -654,6 +666,27 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
             d["training"]["versions"] = versions
         if d["placement"]["data_parallel_sharding"] != "none":
             d["training"].update(_framework_at_commit(row, notes))
+        if (
+            row.framework == "axolotl"
+            and s.get("activation_offloading") is True
+            and d["training"]["grad_checkpointing"] == "full"
+        ):
+            # activation_offloading: true at axolotl 17fc747f99 (trl==1.1.0 in pyproject.toml):
+            # loaders/model.py _apply_activation_checkpointing wraps every
+            # GradientCheckpointingLayer in torch's checkpoint_wrapper, and
+            # core/trainers/mixins/activation_checkpointing.py runs each training_step under
+            # trl/models/activation_offloading.py OffloadActivations, whose pack hook copies
+            # every saved tensor of 1,024 B or more (not a parameter) to pinned host memory:
+            # outside the checkpointed layers that is each layer's input; the backward brings
+            # one back per autograd node and frees the previous node's. The same two layer
+            # inputs on the GPU as Unsloth's offloaded checkpointing (the forward's stash,
+            # max_fwd_stash_size = 5 tensors in flight, is below the backward's peak).
+            d["training"]["offload_checkpoints"] = True
+            approx[:] = [a for a in approx if not a.startswith("activation offloading")]
+            notes.append(
+                "activation_offloading: true is checkpointed layers whose inputs TRL's "
+                "OffloadActivations copies to host memory: offload_checkpoints = true"
+            )
         if row.framework == "unsloth" and s.get("grad_checkpointing") is True:
             # get_peft_model(use_gradient_checkpointing = True): torch's checkpointing, the
             # layer inputs stay on the GPU (the profile's default is the "unsloth" mode)
@@ -661,9 +694,22 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
     if s.get("cpu_offload"):
         if SET_FRAMEWORK:
             d["training"]["optimizer_placement"] = "cpu-offload"
-            approx.append(
-                "CPU offload: the optimiser states and step on the CPU; parameters on the GPU"
-            )
+            axolotl_fsdp = row.framework == "axolotl" and d["placement"][
+                "data_parallel_sharding"
+            ] == "fsdp"
+            if axolotl_fsdp:
+                # axolotl 17fc747f99 utils/trainer.py setup_fsdp_envs: fsdp_config.offload_params
+                # -> FSDP_OFFLOAD_PARAMS=true; accelerate 1.13.0 (axolotl's pin)
+                # FullyShardedDataParallelPlugin.set_cpu_offload: fsdp_version 2 and True ->
+                # CPUOffloadPolicy(), which "offloads parameters, gradients, and optimizer
+                # states to CPU. Sharded parameters are copied host-to-device before
+                # all-gather" (torch.distributed.fsdp.CPUOffloadPolicy).
+                d["training"]["offload_params"] = True
+                notes.append(
+                    "Axolotl's FSDP offload_params is accelerate's CPUOffloadPolicy under FSDP2 "
+                    "(parameters, gradients and the optimizer step on the CPU): "
+                    "offload_params = true"
+                )
             if "fsdp_qlora" in str(row.data.get("framework_detail", "")):
                 # train.py at e877dda: FSDP(..., cpu_offload=CPUOffload(offload_params=True)):
                 # the sharded parameters and gradients live on the CPU too.
@@ -671,6 +717,10 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
                 notes.append(
                     "fsdp_qlora's use_cpu_offload is FSDP CPUOffload(offload_params=True) "
                     "(train.py at e877dda): offload_params = true"
+                )
+            if not d["training"].get("offload_params"):
+                approx.append(
+                    "CPU offload: the optimiser states and step on the CPU; parameters on the GPU"
                 )
         else:
             approx.append("CPU offload: not in the spec, sized on the GPU")
