@@ -666,6 +666,25 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
             d["training"]["versions"] = versions
         if d["placement"]["data_parallel_sharding"] != "none":
             d["training"].update(_framework_at_commit(row, notes))
+        ckpt_text = str(s.get("grad_checkpointing", "")).lower()
+        if "torchtitan" in str(row.data.get("framework_detail", "")) and ckpt_text.startswith(
+            "selective"
+        ):
+            # torchtitan's train_configs/llama3_8b.toml at 9dec370 (and
+            # models/llama3/train_configs/llama3_8b.toml at e7c0cae): [activation_checkpoint]
+            # mode = 'selective', selective_ac_option = 'op': parallelize_llama.py
+            # _apply_ac_to_transformer_block keeps the outputs of _save_list's ops (every
+            # second mm recomputed), not only each block's input (training_mechanisms.
+            # torchtitan_op_layer_bytes); the bench had sized it as full checkpointing.
+            if "op" not in ckpt_text:
+                approx.append(f"grad_checkpointing {s['grad_checkpointing']!r}: sized as full")
+            else:
+                d["training"]["grad_checkpointing"] = "selective"
+                d["training"]["selective_policy"] = "torchtitan-op"
+                notes.append(
+                    "torchtitan's selective_ac_option = 'op': grad_checkpointing = selective, "
+                    "selective_policy = torchtitan-op"
+                )
         if (
             row.framework == "axolotl"
             and s.get("activation_offloading") is True

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from vramtui.ledger import estimate
 from vramtui.ledger.training_activations import training_saved
 
@@ -69,13 +71,12 @@ def test_axolotl_activation_offloading_keeps_two_layer_inputs_on_the_gpu_by_hand
 
     lora = 'rank = 8\ntargets = ["all-linear"]\ndropout = 0.0'
     common = dict(model=GPT_OSS_20B, seq=4096, mb=1, ckpt="full", lora=lora)
-    offloaded = training_saved(
-        _ctx(_spec(training='framework = "axolotl"\noffload_checkpoints = true', **common),
-             model=GPT_OSS_20B)
-    )
+    axolotl_offload = 'framework = "axolotl"\noffload_checkpoints = true'
+    offloaded = training_saved(_ctx(_spec(training=axolotl_offload, **common), model=GPT_OSS_20B))
     assert offloaded.kept == 23_592_960
     assert offloaded.layers_saved == 47_185_920
-    kept = training_saved(_ctx(_spec(training='framework = "axolotl"', **common), model=GPT_OSS_20B))
+    axolotl = 'framework = "axolotl"'
+    kept = training_saved(_ctx(_spec(training=axolotl, **common), model=GPT_OSS_20B))
     assert kept.layers_saved == 566_231_040
 
     # Without gradient checkpointing Axolotl refuses the setting (utils/schemas/validation.py
@@ -129,7 +130,7 @@ def test_axolotl_fsdp2_offload_params_is_parameter_offload():
             **GPT_OSS_ROW,
             "method": "full",
             "optimizer": "adamw_torch_fused",
-            "sharding": "fsdp2 (reshard_after_forward true, TRANSFORMER_BASED_WRAP GptOssDecoderLayer)",
+            "sharding": "fsdp2 (reshard_after_forward true, TRANSFORMER_BASED_WRAP)",
             "cpu_offload": True,
         },
         "axolotl",
@@ -143,7 +144,96 @@ def test_axolotl_fsdp2_offload_params_is_parameter_offload():
     assert not any("parameters on the GPU" in a for a in approx)
     assert any("CPUOffloadPolicy" in n for n in notes)
     # Without FSDP (one GPU, DeepSpeed...), the row's cpu_offload stays the optimiser's.
-    single = _row({**GPT_OSS_ROW, "method": "full", "cpu_offload": True}, "axolotl", AXOLOTL_17FC747)
+    one_gpu = {**GPT_OSS_ROW, "method": "full", "cpu_offload": True}
+    single = _row(one_gpu, "axolotl", AXOLOTL_17FC747)
     d, _, _, approx, _ = tc.build_spec_dict(single, _arch(GPT_OSS_20B))
     assert "offload_params" not in d["training"]
     assert any("parameters on the GPU" in a for a in approx)
+
+
+# --------------------------------------------------------------------------- torchtitan
+
+L8B = "meta-llama/Llama-3.1-8B-Instruct"  # hidden 4,096, 32 (8 K/V) heads of 128, MLP 14,336
+TORCHTITAN_OP = 'framework = "custom"\nselective_policy = "torchtitan-op"'
+
+
+def test_torchtitan_op_selective_checkpointing_keeps_every_other_matmul_by_hand():
+    """torchtitan parallelisms/parallelize_llama.py at 9dec370 (models/llama3/ at e7c0cae, the
+    same policy): _apply_ac_to_transformer_block with selective_ac_option = "op" wraps each
+    TransformerBlock in checkpoint_wrapper(context_fn=create_selective_checkpoint_contexts(
+    policy)), MUST_SAVE for _save_list's ops "except every second mm". models/llama/model.py
+    runs wq, wk, wv, SDPA, wo, w1, w3, w2: mm 1, 3, 5, 7 (wq, wv, w1, w2) are kept, 2, 4, 6
+    (wk, wo, w3) recomputed; the flash SDPA's output and its fp32 log-sum-exp are kept.
+
+    Llama-3.1-8B, bf16, 2 x 8,192 = 16,384 tokens. Per token: the block input 4,096 + wq 4,096
+    + wv 8 x 128 = 1,024 + w1 14,336 + w2 4,096 = 27,648 values x 2 B = 55,296 B; SDPA output
+    4,096 x 2 B = 8,192 B and log-sum-exp 32 heads x 4 B = 128 B: 63,616 B. A layer: 63,616 x
+    16,384 = 1,042,284,544 B; 32 layers: 33,353,105,408 B, where full checkpointing keeps 32 x
+    16,384 x 4,096 x 2 B = 4,294,967,296 B.
+
+    In the backward a layer's saved set is rebuilt: norms 2 x (fp32 input 16,384 + rsqrt 4 +
+    normalised 8,192 + scaled 8,192) = 65,544 B, rotated q, k and v (4,096 + 2 x 1,024) x 2 B =
+    12,288 B, attention output 8,192 B, gate, up, act, product 4 x 14,336 x 2 B = 114,688 B:
+    200,712 B x 16,384 = 3,288,465,408 B + the SDPA log-sum-exp 2 x 32 x 8,192 x 4 B =
+    2,097,152 B: 3,290,562,560 B, of which v, the attention output and the gate are the kept
+    tensors themselves: 16,384 x 2 B x (1,024 + 4,096 + 14,336) = 637,534,208 B; rebuilt
+    beside them 2,653,028,352 B."""
+    common = dict(model=L8B, kind="full_finetune", seq=8192, mb=2)
+    op = training_saved(_ctx(_spec(ckpt="selective", training=TORCHTITAN_OP, **common), model=L8B))
+    assert op.kept == 1_042_284_544
+    assert op.layers_saved == 33_353_105_408
+    assert op.per_layer == 3_290_562_560
+    assert op.recompute == 3_290_562_560 - 637_534_208 == 2_653_028_352
+    custom = 'framework = "custom"'
+    full = training_saved(_ctx(_spec(ckpt="full", training=custom, **common), model=L8B))
+    assert full.layers_saved == 4_294_967_296
+    # the default policy ("attention"): with SDPA it keeps every layer's saved set
+    attn = training_saved(_ctx(_spec(ckpt="selective", training=custom, **common), model=L8B))
+    assert attn.layers_saved == 32 * 3_290_562_560
+    # the backward's first layer (last in backward) holds what it kept + the rebuilt set
+    from vramtui.ledger.training_activations import backward_walk
+
+    walk = backward_walk(_ctx(_spec(ckpt="selective", training=TORCHTITAN_OP, **common), L8B))
+    points = {p.label: p for p in walk.points}
+    assert points["the first decoder layer (last in backward)"].activations == (
+        1_042_284_544 + 2_653_028_352
+    )
+
+
+def test_bench_maps_torchtitan_op_policy_to_selective_torchtitan_op():
+    """The rows' grad_checkpointing = "selective (op policy per TOML)": train_configs/
+    llama3_8b.toml at 9dec370 sets [activation_checkpoint] mode = 'selective',
+    selective_ac_option = 'op'. It was sized as full checkpointing."""
+    settings = {
+        "model": L8B,
+        "method": "full",
+        "precision": "bf16 (FSDP2 mixed precision: param bf16, reduce fp32)",
+        "optimizer": "AdamW",
+        "micro_batch_size": 2,
+        "seq_len": 8192,
+        "grad_checkpointing": "selective (op policy per TOML)",
+        "sharding": "fsdp2 (FSDP 8)",
+    }
+    row = _row(settings, "custom", "torchtitan 9dec370", n_gpus=8)
+    row.data["framework_detail"] = "torchtitan"
+    d, _, _, _, notes = tc.build_spec_dict(row, _arch(L8B))
+    assert d["training"]["grad_checkpointing"] == "selective"
+    assert d["training"]["selective_policy"] == "torchtitan-op"
+    assert any("selective_ac_option" in n for n in notes)
+    # full checkpointing rows stay full
+    row = _row({**settings, "grad_checkpointing": "full"}, "custom", "torchtitan 9dec370", n_gpus=8)
+    row.data["framework_detail"] = "torchtitan"
+    d, *_ = tc.build_spec_dict(row, _arch(L8B))
+    assert d["training"]["grad_checkpointing"] == "full"
+    assert "selective_policy" not in d["training"]
+
+
+def test_selective_policy_round_trips_and_refuses_unknown_values():
+    from vramtui.errors import SpecError
+    from vramtui.spec import dumps_spec, loads_spec
+
+    spec = _spec(ckpt="selective", training=TORCHTITAN_OP)
+    assert spec.training.selective_policy == "torchtitan-op"
+    assert loads_spec(dumps_spec(spec)).training.selective_policy == "torchtitan-op"
+    with pytest.raises(SpecError):
+        _spec(ckpt="selective", training='selective_policy = "every-op"')

@@ -378,9 +378,26 @@ def training_saved(ctx: LedgerContext) -> TrainingSaved:
     final_norm = mb * s * norm_saved_per_token(ctx)
     working, working_why = layer_working_set_bytes(ctx, mb * s, mb, s)
     ckpt = spec.training.grad_checkpointing
-    from vramtui.ledger.training_mechanisms import OFFLOADED_INPUTS_ON_GPU, offloads_checkpoints
+    from vramtui.ledger.training_mechanisms import (
+        OFFLOADED_INPUTS_ON_GPU,
+        offloads_checkpoints,
+        torchtitan_op_layer_bytes,
+        torchtitan_op_saves,
+    )
 
-    if ckpt == "full":
+    if torchtitan_op_saves(ctx):
+        # Each layer keeps what the policy saves; in the backward one layer's saved set is
+        # rebuilt beside it, less the tensors it shares with what was kept.
+        kept, reused, kept_why = torchtitan_op_layer_bytes(ctx, mb * s)
+        layers_saved = arch.num_layers * kept
+        recompute = max(0, per_layer - reused)
+        why = (
+            f"{kept_why}; {arch.num_layers} layers x {kept:,} B = {layers_saved:,} B; in "
+            f"backward one layer's saved set rebuilt ({per_layer:,} B: {per_layer_why}) less "
+            f"the kept tensors it reuses ({reused:,} B) = {recompute:,} B; final norm "
+            f"{final_norm:,} B"
+        )
+    elif ckpt == "full":
         kept = mb * s * h * b  # one copy of each layer's input (2sbh B in 16-bit)
         on_gpu = arch.num_layers
         where = ""
@@ -453,7 +470,12 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
     appear, appear_why = gradients_appear_in_backward(ctx)
     start = sv.layers_saved + sv.final_norm  # saved at the end of the forward
     first_layer = (sv.kept + sv.recompute) if sv.kept else sv.per_layer
-    if sv.kept:
+    if sv.kept and ctx.spec.training.grad_checkpointing == "selective":
+        top_say, first_say = (
+            "what every layer kept + the recomputed layer",
+            "what it kept + the recomputed layer",
+        )
+    elif sv.kept:
         top_say, first_say = (
             "every layer input + the recomputed layer",
             "its input + the recomputed layer",
