@@ -58,6 +58,7 @@ from training_corpus_sources import (
     MODEL_SOURCES,
     PURE_BF16,
     RECIPE_CONFIGS,
+    SEQ_LEN_CAPS,
     TARGET_ROLE,
     TASK_OF_METHOD,
     UNMODELLED_SETTINGS,
@@ -617,6 +618,16 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
         seq = int(s["seq_len"])
         if SEQ_CAP.search(row.data.get("notes", "")):
             notes.append(f"seq_len {seq} is a maximum: real samples are shorter")
+        # The framework's cap on the row's max_seq_length (SEQ_LEN_CAPS, e.g. fms-hf-tuning
+        # 2.5.0 tuning/data/setup_dataprocessor.py: `max_seq_length =
+        # min(train_args.max_seq_length, tokenizer.model_max_length)`).
+        version = str(row.data.get("framework_version", ""))
+        for (fw, marker, model), (cap, why) in SEQ_LEN_CAPS.items():
+            if row.framework == fw and marker in version and s.get("model") == model:
+                if cap < seq:
+                    notes.append(f"seq_len {seq} capped at {cap}: {why}")
+                    seq = cap
+                break
     else:
         seq = 2048
         defaults.append("lengths.seq_len = 2048")

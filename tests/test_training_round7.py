@@ -237,3 +237,62 @@ def test_selective_policy_round_trips_and_refuses_unknown_values():
     assert loads_spec(dumps_spec(spec)).training.selective_policy == "torchtitan-op"
     with pytest.raises(SpecError):
         _spec(ckpt="selective", training='selective_policy = "every-op"')
+
+
+# --------------------------------------------------------------------------- fms-hf-tuning
+
+SANTACODER = "bigcode/gpt_bigcode-santacoder"  # hidden 2,048, 24 layers, vocabulary 49,280
+FMS = "fms-acceleration @ 24bdadb228 (2025-02-07); fms-hf-tuning sft_trainer"
+FMS_ROW = {
+    "method": "full",
+    "precision": "torch_dtype bfloat16 (pure bf16 weights; no mixed precision flag)",
+    "micro_batch_size": 4,
+    "seq_len": 4096,
+    "packing": True,
+    "grad_checkpointing": True,
+    "optimizer": "adamw_torch (TrainingArguments default, optim not set; transformers 4.48.1)",
+    "attention": "flash_attention_2 (use_flash_attn: True)",
+    "library_versions": {"transformers": "4.48.1"},
+}
+
+
+def test_fms_hf_tuning_caps_max_seq_length_at_the_tokenizers_by_hand():
+    """fms-hf-tuning 2.5.0 (fms-acceleration refs/requirements.txt at 24bdadb) tuning/data/
+    setup_dataprocessor.py process_dataargs: `max_seq_length = min(train_args.max_seq_length,
+    tokenizer.model_max_length)`, returned into train_args.max_seq_length by
+    tuning/sft_trainer.py train() before SFTConfig packs to it. The benchmark passes
+    max_seq_len 4,096; the reference CSV's train_tokens_per_second / train_samples_per_second
+    on one GPU is 17,188.262 / 8.393 = 2,048 for santacoder and 3,062.694 / 0.748 = 4,094.5
+    (4,096) for Mistral-7B.
+
+    Santacoder, 4 x 2,048 tokens: 24 checkpointed layer inputs 24 x 4 x 2,048 x 2,048 x 2 B =
+    805,306,368 B (1,610,612,736 B at 4,096); logits 4 x 2,048 x 49,280 = 403,701,760, at 10 B
+    each in the forward (2 B + the 4 B fp32 upcast + 4 B log-softmax, transformers 4.48.1) =
+    4,037,017,600 B."""
+    arch, _ = tc.resolve_arch(SANTACODER)  # tests/data/configs/gpt_bigcode-santacoder.json
+    row = _row({**FMS_ROW, "model": SANTACODER}, "hf-trainer", FMS)
+    d, _, _, _, notes = tc.build_spec_dict(row, arch)
+    assert d["lengths"]["seq_len"] == 2048
+    assert any("tokenizer.model_max_length" in n for n in notes)
+    fsdp = _row({**FMS_ROW, "model": SANTACODER, "sharding": "fsdp"}, "accelerate-fsdp", FMS, 2)
+    assert tc.build_spec_dict(fsdp, arch)[0]["lengths"]["seq_len"] == 2048
+    # Mistral-7B keeps 4,096 (its tokenizer does not cap it: 4,096 tokens a sample in the CSV)
+    mistral = "mistralai/Mistral-7B-v0.1"
+    m_row = _row({**FMS_ROW, "model": mistral}, "hf-trainer", FMS)
+    assert tc.build_spec_dict(m_row, _arch(mistral))[0]["lengths"]["seq_len"] == 4096
+    # other frameworks' santacoder rows are not capped by fms-hf-tuning
+    other = _row({**FMS_ROW, "model": SANTACODER}, "hf-trainer", "transformers 4.48.1")
+    assert tc.build_spec_dict(other, arch)[0]["lengths"]["seq_len"] == 4096
+
+    from vramtui.ledger import GpuLayout
+    from vramtui.ledger.context import LedgerContext
+    from vramtui.spec import spec_from_dict
+
+    d = tc.build_spec_dict(row, arch)[0]
+    assert d["batch"]["micro_batch"] == 4
+    spec = spec_from_dict(d)
+    est = estimate(spec, arch)
+    sv = training_saved(LedgerContext(spec=spec, arch=arch, checkpoint=None, layout=GpuLayout(1)))
+    assert sv.layers_saved == 805_306_368
+    logits = [i for i in est.items if i.key == "logits.training"][0]
+    assert logits.stage_bytes["forward"] == 4_037_017_600
