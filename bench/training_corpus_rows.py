@@ -677,6 +677,25 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
             d["training"]["versions"] = versions
         if d["placement"]["data_parallel_sharding"] != "none":
             d["training"].update(_framework_at_commit(row, notes))
+        if (
+            task == "qlora"
+            and "fms-hf-tuning" in str(row.data.get("framework_version", ""))
+            and n_gpus == 1
+        ):
+            # fms-acceleration 24bdadb framework_plugin_bnb.py model_loader loads the 4-bit
+            # model on the one GPU and, with no_peft_model (baseline-peft-bnb), warns "PEFT
+            # preparation will be managed by SFTTrainer and will cause a slowdown in training
+            # speed due to extraneous dtype casting": TRL 0.13.0 SFTTrainer.__init__ runs
+            # PEFT 0.13.2 prepare_model_for_kbit_training (16-bit parameters to fp32) and, under
+            # bf16, peft_module_casting_to_bf16 (the embedding and LM head back to bf16, the
+            # norms left fp32). Under FSDP the plugin loads with low_cpu_mem_usage and TRL skips
+            # both for a sharded QLoRA model whose 4-bit parameters are on the CPU or meta
+            # device (not checked for these rows): left unset there.
+            d["training"]["fp32_norms"] = True
+            notes.append(
+                "fms-hf-tuning's SFTTrainer runs prepare_model_for_kbit_training on a 4-bit "
+                "model on one GPU (norms in fp32): fp32_norms = true"
+            )
         ckpt_text = str(s.get("grad_checkpointing", "")).lower()
         if "torchtitan" in str(row.data.get("framework_detail", "")) and ckpt_text.startswith(
             "selective"

@@ -296,3 +296,65 @@ def test_fms_hf_tuning_caps_max_seq_length_at_the_tokenizers_by_hand():
     assert sv.layers_saved == 805_306_368
     logits = [i for i in est.items if i.key == "logits.training"][0]
     assert logits.stage_bytes["forward"] == 4_037_017_600
+
+
+# --------------------------------------------------------------------------- QLoRA, fp32 norms
+
+MISTRAL = "mistralai/Mistral-7B-v0.1"  # hidden 4,096, 32 layers, MLP 14,336
+QLORA_TARGETS = 'rank = 16\ntargets = ["q_proj", "k_proj", "v_proj", "o_proj"]\ndropout = 0.1'
+
+
+def test_fp32_norms_before_4bit_linears_make_the_residual_stream_fp32_by_hand():
+    """TRL 0.13.0 trl/trainer/sft_trainer.py SFTTrainer.__init__: a 4-bit model whose Params4bit
+    are on the GPU goes through PEFT 0.13.2 src/peft/utils/other.py
+    prepare_model_for_kbit_training (`param.data = param.data.to(torch.float32)` for every
+    float16/bfloat16 parameter that is not Params4bit), then, with args.bf16,
+    trl/trainer/utils.py peft_module_casting_to_bf16 casts lm_head and embed_tokens back to bf16
+    and keeps every "norm" module in fp32. RMSNorm returns `self.weight * hidden_states.to(
+    input_dtype)`: fp32. bitsandbytes 0.43.3 Linear4bit.forward: `x = x.to(self.compute_dtype)`
+    ... `out = out.to(inp_dtype)`: gate and up return fp32, the product and down_proj too, and
+    the residual add makes the stream fp32 after the first layer's MLP.
+
+    Mistral-7B, QLoRA on q, k, v, o, 4 x 4,096 = 16,384 tokens, full checkpointing: the 32
+    layer inputs 32 x 16,384 x 4,096 x 2 B = 4,294,967,296 B become 1 x 2 B + 31 x 4 B:
+    + 31 x 16,384 x 4,096 x 2 B = 4,160,749,568 B = 8,455,716,864 B. The recomputed layer's
+    frozen MLP saves gate, up and act (3 x 14,336 values a token) at 4 B instead of 2:
+    + 16,384 x 14,336 x 3 x 2 B = 1,409,286,144 B."""
+    common = dict(model=MISTRAL, kind="qlora", fmt="nf4", seq=4096, mb=4, ckpt="full")
+    plain = training_saved(_ctx(_spec(lora=QLORA_TARGETS, **common), model=MISTRAL))
+    fp32 = training_saved(
+        _ctx(_spec(lora=QLORA_TARGETS, training="fp32_norms = true", **common), model=MISTRAL)
+    )
+    assert plain.layers_saved == 4_294_967_296
+    assert fp32.layers_saved == 4_294_967_296 + 4_160_749_568 == 8_455_716_864
+    assert fp32.per_layer - plain.per_layer == 1_409_286_144
+    # 16-bit linears (LoRA on a bf16 base) run under autocast: no fp32 stream
+    bf16 = dict(common, kind="lora", fmt="bf16")
+    lora_spec = _spec(lora=QLORA_TARGETS, training="fp32_norms = true", **bf16)
+    lora = training_saved(_ctx(lora_spec, model=MISTRAL))
+    assert lora.layers_saved == 4_294_967_296
+
+
+def test_bench_sets_fp32_norms_for_fms_single_gpu_qlora_rows_only():
+    """fms-acceleration 24bdadb plugins/accelerated-peft framework_plugin_bnb.py model_loader:
+    on one device with no_peft_model (baseline-peft-bnb) "PEFT preparation will be managed by
+    SFTTrainer and will cause a slowdown in training speed due to extraneous dtype casting"."""
+    qlora = {
+        "model": MISTRAL,
+        "method": "qlora",
+        "precision": "torch_dtype bfloat16 + bf16 True (autocast)",
+        "quantize": "bnb nf4 (BitsAndBytesConfig via baseline-peft-bnb)",
+        "micro_batch_size": 4,
+        "seq_len": 4096,
+        "lora_r": 16,
+        "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "grad_checkpointing": True,
+        "library_versions": {"transformers": "4.48.1", "peft": "0.13.2"},
+    }
+    d, _, _, _, notes = tc.build_spec_dict(_row(qlora, "hf-trainer", FMS), _arch(MISTRAL))
+    assert d["training"]["fp32_norms"] is True
+    assert any("prepare_model_for_kbit_training" in n for n in notes)
+    fsdp = _row({**qlora, "sharding": "fsdp"}, "accelerate-fsdp", FMS, n_gpus=2)
+    assert "fp32_norms" not in tc.build_spec_dict(fsdp, _arch(MISTRAL))[0]["training"]
+    lora = _row({**qlora, "method": "lora", "quantize": ""}, "hf-trainer", FMS)
+    assert "fp32_norms" not in tc.build_spec_dict(lora, _arch(MISTRAL))[0]["training"]

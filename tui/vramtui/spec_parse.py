@@ -452,6 +452,7 @@ def _parse_training(root: _Table, kind: str) -> Training | None:
         offload_params=t.boolean("offload_params"),
         offload_checkpoints=t.boolean("offload_checkpoints"),
         selective_policy=t.choice("selective_policy", SELECTIVE_POLICIES),
+        fp32_norms=t.boolean("fp32_norms"),
         versions=_training_versions(t),
     )
 

@@ -110,6 +110,7 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
                 "offload_params": tr.offload_params,
                 "offload_checkpoints": tr.offload_checkpoints,
                 "selective_policy": tr.selective_policy,
+                "fp32_norms": tr.fp32_norms,
                 "versions": dict(tr.versions) or None,
             }
         )

@@ -118,6 +118,7 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "offload_params",
         "offload_checkpoints",
         "selective_policy",
+        "fp32_norms",
         "versions",
     ),
     "training.versions": VERSIONED_LIBRARIES,
@@ -395,6 +396,8 @@ class Training:
     offload_checkpoints: bool | None = None
     # What selective checkpointing keeps (one of SELECTIVE_POLICIES).
     selective_policy: str | None = None
+    # Norm weights upcast to fp32 in a 16-bit model (PEFT prepare_model_for_kbit_training).
+    fp32_norms: bool | None = None
     versions: tuple[tuple[str, str], ...] = ()  # (library, version) from [training.versions]
 
 

@@ -43,6 +43,7 @@ SETTINGS: dict[str, tuple[str, ...] | type] = {
     "offload_params": bool,
     "offload_checkpoints": bool,
     "selective_policy": SELECTIVE_POLICIES,
+    "fp32_norms": bool,
     "fused_lora_kernels": bool,
 }
 # Settings that come with the framework's model code, not overridable in [training]

@@ -192,7 +192,15 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     else:
         mlp_saved = 4 if arch.gated_mlp else 2
         mlp_say = "gate, up, act, product" if arch.gated_mlp else "up, act"
-    mlp = tokens * b * width * mlp_saved
+    from vramtui.ledger.training_mechanisms import fp32_residual_stream
+
+    mlp_b = 4 if fp32_residual_stream(ctx) else b  # fp32 norms before 4-bit linears
+    mlp = tokens * mlp_b * width * mlp_saved
+    if mlp_b != b:
+        mlp_say += (
+            " at 4 B (fp32 norms: the 4-bit gate and up return fp32, "
+            f"{ctx.framework.origin('fp32_norms')})"
+        )
     total = norms + qkv + attn_out + mlp
     parts = [
         (
@@ -409,6 +417,16 @@ def training_saved(ctx: LedgerContext) -> TrainingSaved:
                 "(the one in transit or reloaded, and the current or last layer's)"
             )
         layers_saved = on_gpu * kept
+        from vramtui.ledger.training_mechanisms import fp32_residual_stream
+
+        if fp32_residual_stream(ctx):
+            # every layer input but the first (the 16-bit embedding's output) is fp32
+            wider = min(on_gpu, arch.num_layers - 1) * mb * s * h * (4 - b)
+            layers_saved += wider
+            where += (
+                f"; fp32 residual stream (fp32 norms before 4-bit linears): "
+                f"{min(on_gpu, arch.num_layers - 1)} of them at 4 B, + {wider:,} B"
+            )
         recompute = per_layer
         why = (
             f"full checkpointing{where}: {on_gpu} layer inputs x ({mb} x {s:,} x {h} x {b} B) "

@@ -261,6 +261,31 @@ def offloads_checkpoints(ctx: LedgerContext) -> bool:
 OFFLOADED_INPUTS_ON_GPU = 2
 
 
+def fp32_residual_stream(ctx: LedgerContext) -> bool:
+    """fp32 norms (`fp32_norms`) in a 16-bit model whose linears are bitsandbytes 4-bit.
+
+    PEFT src/peft/utils/other.py prepare_model_for_kbit_training (v0.13.2) casts every
+    float16/bfloat16 parameter that is not Params4bit to float32; TRL 0.13.0
+    SFTTrainer.__init__ calls it for a 4-bit model whose parameters are on the GPU and then,
+    under bf16, trainer/utils.py peft_module_casting_to_bf16 puts lm_head and embed_tokens back
+    in bf16 and leaves every module with "norm" in its name in fp32. transformers' RMSNorm
+    returns `self.weight * hidden_states.to(input_dtype)` (modeling_mistral.py MistralRMSNorm):
+    an fp32 weight makes its output fp32 whatever the input. bitsandbytes 0.43.3
+    nn/modules.py Linear4bit.forward casts the input to the compute dtype and returns
+    `out.to(inp_dtype)`: after an fp32 norm, q, k, v, gate and up come out fp32, the MLP's
+    activation and product are fp32, down_proj returns fp32 and the residual add makes the
+    stream fp32 from the first layer's MLP on (the embedding's output, bf16, is the first
+    layer's input only). Saved for backward: the MLP's gate, up and activation at 4 B; under
+    checkpointing every layer input but the first at 4 B. (The attention kernel gets 16-bit
+    copies of q, k, v: transformers casts fp32 inputs to the autocast dtype before flash
+    attention.)"""
+    return (
+        bool(settings(ctx).fp32_norms)
+        and ctx.spec.weights.format in ("nf4", "fp4")
+        and ctx.act_bytes < 4
+    )
+
+
 def torchtitan_op_saves(ctx: LedgerContext) -> bool:
     """Selective checkpointing under torchtitan's op-level policy?"""
     return (
