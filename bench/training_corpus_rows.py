@@ -29,7 +29,8 @@ Rules:
 - The sequence length is the row's max_seq_length (LitGPT: `model.max_seq_length =
   min(longest sample, train.max_seq_length)`, batches padded to their longest sample), so the
   estimate is the run's peak, at the longest (truncated) sample; rows whose notes say samples
-  are shorter are noted.
+  are shorter are noted. Where the framework caps the stated length (`SEQ_LEN_CAPS`:
+  fms-hf-tuning at the tokenizer's model_max_length) the cap is used.
 - The figure is compared through the counter the row names; LitGPT's scripts print
   `torch.cuda.max_memory_allocated()`, the allocated slice (no CUDA context, no cache).
 
