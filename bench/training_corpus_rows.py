@@ -19,7 +19,9 @@ Rules:
 - Settings the spec cannot express (4-bit optimisers, activation offloading, a ZeRO stage left
   unstated) are sized with the nearest spec value and listed as approximations. A paged
   optimiser is `optimizer_placement = "paged"`, torchtune's optimizer_in_bwd "in-backward",
-  CPU offload "cpu-offload", a stated loss the matching `loss_impl` (`_loss_impl`).
+  CPU offload "cpu-offload" (and `offload_params` where the framework offloads the FSDP
+  parameters: fsdp_qlora, Axolotl under FSDP), Axolotl's `activation_offloading: true`
+  `offload_checkpoints`, a stated loss the matching `loss_impl` (`_loss_impl`).
 - Library versions: the row's `library_versions`, else what the framework pins at the commit
   the row names (`FRAMEWORK_PINS`, with its source), else none (the current behaviour). A
   framework setting that differs at that commit from the profile's version is set from
@@ -27,7 +29,8 @@ Rules:
 - The sequence length is the row's max_seq_length (LitGPT: `model.max_seq_length =
   min(longest sample, train.max_seq_length)`, batches padded to their longest sample), so the
   estimate is the run's peak, at the longest (truncated) sample; rows whose notes say samples
-  are shorter are noted.
+  are shorter are noted. Where the framework caps the stated length (`SEQ_LEN_CAPS`:
+  fms-hf-tuning at the tokenizer's model_max_length) the cap is used.
 - The figure is compared through the counter the row names; LitGPT's scripts print
   `torch.cuda.max_memory_allocated()`, the allocated slice (no CUDA context, no cache).
 
@@ -56,6 +59,7 @@ from training_corpus_sources import (
     MODEL_SOURCES,
     PURE_BF16,
     RECIPE_CONFIGS,
+    SEQ_LEN_CAPS,
     TARGET_ROLE,
     TASK_OF_METHOD,
     UNMODELLED_SETTINGS,
@@ -426,7 +430,17 @@ def _loss_impl(text: str) -> str | None:
     t = text.lower()
     if not t:
         return None
-    if "cut_cross_entropy" in t or "liger" in t or "fused" in t:
+    # Axolotl's CutCrossEntropyPlugin (rows write "Cut Cross Entropy (CutCrossEntropyPlugin)"):
+    # integrations/cut_cross_entropy/args.py at 17fc747f99 `cut_cross_entropy: Optional[bool] =
+    # True`, and pre_model_load's `cce_patch(cfg.model_config_type)` replaces the CausalLM
+    # forward: the head and the loss fused, no logits.
+    if (
+        "cut_cross_entropy" in t
+        or "cut cross entropy" in t
+        or "cutcrossentropy" in t
+        or "liger" in t
+        or "fused" in t
+    ):
         return "fused"
     if "chunked_cross_entropy" in t or "lm_head_chunk_size" in t:
         return "chunked-bf16"
@@ -605,6 +619,16 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
         seq = int(s["seq_len"])
         if SEQ_CAP.search(row.data.get("notes", "")):
             notes.append(f"seq_len {seq} is a maximum: real samples are shorter")
+        # The framework's cap on the row's max_seq_length (SEQ_LEN_CAPS, e.g. fms-hf-tuning
+        # 2.5.0 tuning/data/setup_dataprocessor.py: `max_seq_length =
+        # min(train_args.max_seq_length, tokenizer.model_max_length)`).
+        version = str(row.data.get("framework_version", ""))
+        for (fw, marker, model), (cap, why) in SEQ_LEN_CAPS.items():
+            if row.framework == fw and marker in version and s.get("model") == model:
+                if cap < seq:
+                    notes.append(f"seq_len {seq} capped at {cap}: {why}")
+                    seq = cap
+                break
     else:
         seq = 2048
         defaults.append("lengths.seq_len = 2048")
@@ -654,6 +678,65 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
             d["training"]["versions"] = versions
         if d["placement"]["data_parallel_sharding"] != "none":
             d["training"].update(_framework_at_commit(row, notes))
+        if (
+            task == "qlora"
+            and "fms-hf-tuning" in str(row.data.get("framework_version", ""))
+            and n_gpus == 1
+        ):
+            # fms-acceleration 24bdadb framework_plugin_bnb.py model_loader loads the 4-bit
+            # model on the one GPU and, with no_peft_model (baseline-peft-bnb), warns "PEFT
+            # preparation will be managed by SFTTrainer and will cause a slowdown in training
+            # speed due to extraneous dtype casting": TRL 0.13.0 SFTTrainer.__init__ runs
+            # PEFT 0.13.2 prepare_model_for_kbit_training (16-bit parameters to fp32) and, under
+            # bf16, peft_module_casting_to_bf16 (the embedding and LM head back to bf16, the
+            # norms left fp32). Under FSDP the plugin loads with low_cpu_mem_usage and TRL skips
+            # both for a sharded QLoRA model whose 4-bit parameters are on the CPU or meta
+            # device (not checked for these rows): left unset there.
+            d["training"]["fp32_norms"] = True
+            notes.append(
+                "fms-hf-tuning's SFTTrainer runs prepare_model_for_kbit_training on a 4-bit "
+                "model on one GPU (norms in fp32): fp32_norms = true"
+            )
+        ckpt_text = str(s.get("grad_checkpointing", "")).lower()
+        if "torchtitan" in str(row.data.get("framework_detail", "")) and ckpt_text.startswith(
+            "selective"
+        ):
+            # torchtitan's train_configs/llama3_8b.toml at 9dec370 (and
+            # models/llama3/train_configs/llama3_8b.toml at e7c0cae): [activation_checkpoint]
+            # mode = 'selective', selective_ac_option = 'op': parallelize_llama.py
+            # _apply_ac_to_transformer_block keeps the outputs of _save_list's ops (every
+            # second mm recomputed), not only each block's input (training_mechanisms.
+            # torchtitan_op_layer_bytes); the bench had sized it as full checkpointing.
+            if "op" not in ckpt_text:
+                approx.append(f"grad_checkpointing {s['grad_checkpointing']!r}: sized as full")
+            else:
+                d["training"]["grad_checkpointing"] = "selective"
+                d["training"]["selective_policy"] = "torchtitan-op"
+                notes.append(
+                    "torchtitan's selective_ac_option = 'op': grad_checkpointing = selective, "
+                    "selective_policy = torchtitan-op"
+                )
+        if (
+            row.framework == "axolotl"
+            and s.get("activation_offloading") is True
+            and d["training"]["grad_checkpointing"] == "full"
+        ):
+            # activation_offloading: true at axolotl 17fc747f99 (trl==1.1.0 in pyproject.toml):
+            # loaders/model.py _apply_activation_checkpointing wraps every
+            # GradientCheckpointingLayer in torch's checkpoint_wrapper, and
+            # core/trainers/mixins/activation_checkpointing.py runs each training_step under
+            # trl/models/activation_offloading.py OffloadActivations, whose pack hook copies
+            # every saved tensor of 1,024 B or more (not a parameter) to pinned host memory:
+            # outside the checkpointed layers that is each layer's input; the backward brings
+            # one back per autograd node and frees the previous node's. The same two layer
+            # inputs on the GPU as Unsloth's offloaded checkpointing (the forward's stash,
+            # max_fwd_stash_size = 5 tensors in flight, is below the backward's peak).
+            d["training"]["offload_checkpoints"] = True
+            approx[:] = [a for a in approx if not a.startswith("activation offloading")]
+            notes.append(
+                "activation_offloading: true is checkpointed layers whose inputs TRL's "
+                "OffloadActivations copies to host memory: offload_checkpoints = true"
+            )
         if row.framework == "unsloth" and s.get("grad_checkpointing") is True:
             # get_peft_model(use_gradient_checkpointing = True): torch's checkpointing, the
             # layer inputs stay on the GPU (the profile's default is the "unsloth" mode)
@@ -661,9 +744,22 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
     if s.get("cpu_offload"):
         if SET_FRAMEWORK:
             d["training"]["optimizer_placement"] = "cpu-offload"
-            approx.append(
-                "CPU offload: the optimiser states and step on the CPU; parameters on the GPU"
-            )
+            axolotl_fsdp = row.framework == "axolotl" and d["placement"][
+                "data_parallel_sharding"
+            ] == "fsdp"
+            if axolotl_fsdp:
+                # axolotl 17fc747f99 utils/trainer.py setup_fsdp_envs: fsdp_config.offload_params
+                # -> FSDP_OFFLOAD_PARAMS=true; accelerate 1.13.0 (axolotl's pin)
+                # FullyShardedDataParallelPlugin.set_cpu_offload: fsdp_version 2 and True ->
+                # CPUOffloadPolicy(), which "offloads parameters, gradients, and optimizer
+                # states to CPU. Sharded parameters are copied host-to-device before
+                # all-gather" (torch.distributed.fsdp.CPUOffloadPolicy).
+                d["training"]["offload_params"] = True
+                notes.append(
+                    "Axolotl's FSDP offload_params is accelerate's CPUOffloadPolicy under FSDP2 "
+                    "(parameters, gradients and the optimizer step on the CPU): "
+                    "offload_params = true"
+                )
             if "fsdp_qlora" in str(row.data.get("framework_detail", "")):
                 # train.py at e877dda: FSDP(..., cpu_offload=CPUOffload(offload_params=True)):
                 # the sharded parameters and gradients live on the CPU too.
@@ -671,6 +767,10 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
                 notes.append(
                     "fsdp_qlora's use_cpu_offload is FSDP CPUOffload(offload_params=True) "
                     "(train.py at e877dda): offload_params = true"
+                )
+            if not d["training"].get("offload_params"):
+                approx.append(
+                    "CPU offload: the optimiser states and step on the CPU; parameters on the GPU"
                 )
         else:
             approx.append("CPU offload: not in the spec, sized on the GPU")

@@ -474,3 +474,27 @@ UNMODELLED_SETTINGS = {
     "use_dora": "DoRA's magnitude vectors and extra activations are not itemised",
     "num_virtual_tokens": "prefix/prompt tuning is sized as LoRA would not be: not itemised",
 }
+
+
+# Sequence caps a framework applies to the row's max_seq_length: (framework, framework_version
+# substring, model) -> (the length the run trained at, why).
+# fms-hf-tuning 2.5.0 (fms-acceleration's refs/requirements.txt at 24bdadb pins it)
+# tuning/data/setup_dataprocessor.py process_dataargs:
+#     max_seq_length = min(train_args.max_seq_length, tokenizer.model_max_length)
+# and tuning/sft_trainer.py train() puts the result back into train_args.max_seq_length, which
+# SFTConfig (TRL 0.13.0 packing) packs to. The cap is the tokenizer's model_max_length, not the
+# model's n_positions. Santacoder's tokenizer config is not read here; the reference CSV's own
+# columns give the length trained: train_tokens_per_second / train_samples_per_second on one GPU
+# is 2,048 for every santacoder row (17,188.262 / 8.393, 18,410.851 / 8.99) and 4,096 for every
+# Mistral-7B row (3,062.694 / 0.748), with the same benchmark.py max_seq_len 4,096.
+SEQ_LEN_CAPS: dict[tuple[str, str, str], tuple[int, str]] = {
+    ("hf-trainer", "fms-hf-tuning", "bigcode/gpt_bigcode-santacoder"): (
+        2048,
+        "fms-hf-tuning 2.5.0 process_dataargs: max_seq_length = min(train_args.max_seq_length, "
+        "tokenizer.model_max_length); the CSV's train_tokens_per_second / "
+        "train_samples_per_second is 2,048 tokens a sample for santacoder",
+    ),
+}
+SEQ_LEN_CAPS[("accelerate-fsdp", "fms-hf-tuning", "bigcode/gpt_bigcode-santacoder")] = (
+    SEQ_LEN_CAPS[("hf-trainer", "fms-hf-tuning", "bigcode/gpt_bigcode-santacoder")]
+)

@@ -47,6 +47,7 @@ from vramtui.spec_types import (
     OPTIMIZERS_WITH_STATE_DTYPE,
     PACKED_FORMATS,
     SCHEMA_VERSION,
+    SELECTIVE_POLICIES,
     SHARDING,
     TASK_KINDS,
     TRAINING_KINDS,
@@ -450,6 +451,8 @@ def _parse_training(root: _Table, kind: str) -> Training | None:
         fsdp_root_gathered=t.boolean("fsdp_root_gathered"),
         offload_params=t.boolean("offload_params"),
         offload_checkpoints=t.boolean("offload_checkpoints"),
+        selective_policy=t.choice("selective_policy", SELECTIVE_POLICIES),
+        fp32_norms=t.boolean("fp32_norms"),
         versions=_training_versions(t),
     )
 

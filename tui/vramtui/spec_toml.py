@@ -109,6 +109,8 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
                 "fsdp_root_gathered": tr.fsdp_root_gathered,
                 "offload_params": tr.offload_params,
                 "offload_checkpoints": tr.offload_checkpoints,
+                "selective_policy": tr.selective_policy,
+                "fp32_norms": tr.fp32_norms,
                 "versions": dict(tr.versions) or None,
             }
         )

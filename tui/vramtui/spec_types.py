@@ -53,6 +53,10 @@ ADAPTER_DTYPES = ("fp32", "bf16")
 LOSS_IMPLS = ("full-upcast", "chunked-fp32", "chunked-bf16", "fused")
 OPTIMIZER_PLACEMENTS = ("standard", "in-backward", "paged", "cpu-offload")
 FSDP_FROZEN_BASE = ("sharded", "gathered")
+# What grad_checkpointing = "selective" keeps: "attention" recomputes the attention scores only
+# (every other saved tensor kept); "torchtitan-op" is torchtitan's op-level policy (each
+# layer's input, the outputs of every other matmul and the SDPA kernel's outputs kept).
+SELECTIVE_POLICIES = ("attention", "torchtitan-op")
 # Libraries whose version changes memory ([training.versions]).
 VERSIONED_LIBRARIES = ("bitsandbytes", "transformers", "peft", "unsloth")
 MAX_VERSION_CHARS = 40
@@ -113,6 +117,8 @@ SCHEMA_KEYS: dict[str, tuple[str, ...]] = {
         "fsdp_root_gathered",
         "offload_params",
         "offload_checkpoints",
+        "selective_policy",
+        "fp32_norms",
         "versions",
     ),
     "training.versions": VERSIONED_LIBRARIES,
@@ -388,6 +394,10 @@ class Training:
     offload_params: bool | None = None
     # Full checkpointing's layer inputs copied to host memory (Unsloth's "unsloth" mode).
     offload_checkpoints: bool | None = None
+    # What selective checkpointing keeps (one of SELECTIVE_POLICIES).
+    selective_policy: str | None = None
+    # Norm weights upcast to fp32 in a 16-bit model (PEFT prepare_model_for_kbit_training).
+    fp32_norms: bool | None = None
     versions: tuple[tuple[str, str], ...] = ()  # (library, version) from [training.versions]
 
 

@@ -22,6 +22,7 @@ from vramtui.spec import (
     FSDP_FROZEN_BASE,
     LOSS_IMPLS,
     OPTIMIZER_PLACEMENTS,
+    SELECTIVE_POLICIES,
 )
 
 # Every setting a profile gives, with its allowed values (bool / int: that kind).
@@ -41,6 +42,8 @@ SETTINGS: dict[str, tuple[str, ...] | type] = {
     "fsdp_root_gathered": bool,
     "offload_params": bool,
     "offload_checkpoints": bool,
+    "selective_policy": SELECTIVE_POLICIES,
+    "fp32_norms": bool,
     "fused_lora_kernels": bool,
 }
 # Settings that come with the framework's model code, not overridable in [training]

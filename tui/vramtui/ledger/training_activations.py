@@ -192,7 +192,15 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     else:
         mlp_saved = 4 if arch.gated_mlp else 2
         mlp_say = "gate, up, act, product" if arch.gated_mlp else "up, act"
-    mlp = tokens * b * width * mlp_saved
+    from vramtui.ledger.training_mechanisms import fp32_residual_stream
+
+    mlp_b = 4 if fp32_residual_stream(ctx) else b  # fp32 norms before 4-bit linears
+    mlp = tokens * mlp_b * width * mlp_saved
+    if mlp_b != b:
+        mlp_say += (
+            " at 4 B (fp32 norms: the 4-bit gate and up return fp32, "
+            f"{ctx.framework.origin('fp32_norms')})"
+        )
     total = norms + qkv + attn_out + mlp
     parts = [
         (
@@ -378,9 +386,26 @@ def training_saved(ctx: LedgerContext) -> TrainingSaved:
     final_norm = mb * s * norm_saved_per_token(ctx)
     working, working_why = layer_working_set_bytes(ctx, mb * s, mb, s)
     ckpt = spec.training.grad_checkpointing
-    from vramtui.ledger.training_mechanisms import OFFLOADED_INPUTS_ON_GPU, offloads_checkpoints
+    from vramtui.ledger.training_mechanisms import (
+        OFFLOADED_INPUTS_ON_GPU,
+        offloads_checkpoints,
+        torchtitan_op_layer_bytes,
+        torchtitan_op_saves,
+    )
 
-    if ckpt == "full":
+    if torchtitan_op_saves(ctx):
+        # Each layer keeps what the policy saves; in the backward one layer's saved set is
+        # rebuilt beside it, less the tensors it shares with what was kept.
+        kept, reused, kept_why = torchtitan_op_layer_bytes(ctx, mb * s)
+        layers_saved = arch.num_layers * kept
+        recompute = max(0, per_layer - reused)
+        why = (
+            f"{kept_why}; {arch.num_layers} layers x {kept:,} B = {layers_saved:,} B; in "
+            f"backward one layer's saved set rebuilt ({per_layer:,} B: {per_layer_why}) less "
+            f"the kept tensors it reuses ({reused:,} B) = {recompute:,} B; final norm "
+            f"{final_norm:,} B"
+        )
+    elif ckpt == "full":
         kept = mb * s * h * b  # one copy of each layer's input (2sbh B in 16-bit)
         on_gpu = arch.num_layers
         where = ""
@@ -392,6 +417,16 @@ def training_saved(ctx: LedgerContext) -> TrainingSaved:
                 "(the one in transit or reloaded, and the current or last layer's)"
             )
         layers_saved = on_gpu * kept
+        from vramtui.ledger.training_mechanisms import fp32_residual_stream
+
+        if fp32_residual_stream(ctx):
+            # every layer input but the first (the 16-bit embedding's output) is fp32
+            wider = min(on_gpu, arch.num_layers - 1) * mb * s * h * (4 - b)
+            layers_saved += wider
+            where += (
+                f"; fp32 residual stream (fp32 norms before 4-bit linears): "
+                f"{min(on_gpu, arch.num_layers - 1)} of them at 4 B, + {wider:,} B"
+            )
         recompute = per_layer
         why = (
             f"full checkpointing{where}: {on_gpu} layer inputs x ({mb} x {s:,} x {h} x {b} B) "
@@ -453,7 +488,12 @@ def backward_walk(ctx: LedgerContext) -> Walk | None:
     appear, appear_why = gradients_appear_in_backward(ctx)
     start = sv.layers_saved + sv.final_norm  # saved at the end of the forward
     first_layer = (sv.kept + sv.recompute) if sv.kept else sv.per_layer
-    if sv.kept:
+    if sv.kept and ctx.spec.training.grad_checkpointing == "selective":
+        top_say, first_say = (
+            "what every layer kept + the recomputed layer",
+            "what it kept + the recomputed layer",
+        )
+    elif sv.kept:
         top_say, first_say = (
             "every layer input + the recomputed layer",
             "its input + the recomputed layer",

@@ -261,6 +261,88 @@ def offloads_checkpoints(ctx: LedgerContext) -> bool:
 OFFLOADED_INPUTS_ON_GPU = 2
 
 
+def fp32_residual_stream(ctx: LedgerContext) -> bool:
+    """fp32 norms (`fp32_norms`) in a 16-bit model whose linears are bitsandbytes 4-bit.
+
+    PEFT src/peft/utils/other.py prepare_model_for_kbit_training (v0.13.2) casts every
+    float16/bfloat16 parameter that is not Params4bit to float32; TRL 0.13.0
+    SFTTrainer.__init__ calls it for a 4-bit model whose parameters are on the GPU and then,
+    under bf16, trainer/utils.py peft_module_casting_to_bf16 puts lm_head and embed_tokens back
+    in bf16 and leaves every module with "norm" in its name in fp32. transformers' RMSNorm
+    returns `self.weight * hidden_states.to(input_dtype)` (modeling_mistral.py MistralRMSNorm):
+    an fp32 weight makes its output fp32 whatever the input. bitsandbytes 0.43.3
+    nn/modules.py Linear4bit.forward casts the input to the compute dtype and returns
+    `out.to(inp_dtype)`: after an fp32 norm, q, k, v, gate and up come out fp32, the MLP's
+    activation and product are fp32, down_proj returns fp32 and the residual add makes the
+    stream fp32 from the first layer's MLP on (the embedding's output, bf16, is the first
+    layer's input only). Saved for backward: the MLP's gate, up and activation at 4 B; under
+    checkpointing every layer input but the first at 4 B. (The attention kernel gets 16-bit
+    copies of q, k, v: transformers casts fp32 inputs to the autocast dtype before flash
+    attention.)"""
+    return (
+        bool(settings(ctx).fp32_norms)
+        and ctx.spec.weights.format in ("nf4", "fp4")
+        and ctx.act_bytes < 4
+    )
+
+
+def torchtitan_op_saves(ctx: LedgerContext) -> bool:
+    """Selective checkpointing under torchtitan's op-level policy?"""
+    return (
+        ctx.spec.training.grad_checkpointing == "selective"
+        and settings(ctx).selective_policy == "torchtitan-op"
+    )
+
+
+def torchtitan_op_layer_bytes(ctx: LedgerContext, tokens: int) -> tuple[int, int, str]:
+    """(bytes one layer keeps, the part of them the layer's recomputed saved set reuses, why)
+    under torchtitan's selective_ac_option = "op".
+
+    torchtitan parallelisms/parallelize_llama.py _apply_ac_to_transformer_block at 9dec370
+    (models/llama3/parallelize_llama.py at e7c0cae, the same policy): each TransformerBlock is
+    a checkpoint_wrapper whose create_selective_checkpoint_contexts policy returns MUST_SAVE for
+    the ops of _save_list (aten.mm, _scaled_dot_product_flash_attention,
+    _scaled_dot_product_efficient_attention, _c10d_functional.reduce_scatter_tensor, and the
+    max (and abs at 9dec370) used for float8 scales) "except every second mm"
+    (`meta[mm_count_key] % 2 == 0`), PREFER_RECOMPUTE for every other op. models/llama/model.py
+    runs the block's linears as wq, wk, wv, (SDPA), wo, w1, w3, w2: the 1st, 3rd, 5th and 7th
+    mm outputs are saved (q, v, the gate w1 and the down projection w2), wk, wo and w3
+    recomputed. Kept per token: the block's input (the checkpoint's saved input), those four
+    outputs and the SDPA kernel's output and fp32 log-sum-exp (one per head); eager attention
+    calls no SDPA kernel, so nothing of it is kept. In the backward the layer's recomputed
+    saved set reuses the kept v, attention output and gate (the same tensors), not the
+    pre-rotary q or the down projection's output."""
+    arch = ctx.arch
+    b = ctx.act_bytes
+    h = arch.hidden_size
+    q = arch.num_attention_heads * arch.head_dim
+    kvd = arch.num_kv_heads * arch.head_dim
+    from vramtui.ledger.activations import _mlp_width
+
+    width, _ = _mlp_width(arch)
+    mm_outputs = [("q", q), ("k", kvd), ("v", kvd), ("o", h)]
+    if arch.gated_mlp:
+        mm_outputs += [("gate", width), ("up", width), ("down", h)]
+    else:
+        mm_outputs += [("up", width), ("down", h)]
+    saved = mm_outputs[0::2]  # the 1st, 3rd, 5th... mm of the block
+    per_token = b * (h + sum(w for _, w in saved))
+    say = [f"the block input {h}", "mm outputs " + " + ".join(f"{n} {w}" for n, w in saved)]
+    shared = ("v", "gate") if arch.gated_mlp else ("v", "up")  # what the recompute saves again
+    reused = sum(w for n, w in saved if n in shared)
+    if ctx.spec.runtime.attention != "eager":
+        per_token += b * q + 4 * arch.num_attention_heads
+        reused += q
+        say.append(f"SDPA output {q} + fp32 log-sum-exp x {arch.num_attention_heads} heads")
+    total = tokens * per_token
+    why = (
+        f"torchtitan's op-level selective checkpointing (selective_policy = torchtitan-op, "
+        f"{ctx.framework.origin('selective_policy')}): per token {b} B x ({', '.join(say)}) "
+        f"= {per_token:,} B, x {tokens:,} tokens = {total:,} B a layer"
+    )
+    return total, tokens * b * reused, why
+
+
 def unsloth_kernel_groups(ctx: LedgerContext) -> dict[str, tuple[str, ...]]:
     """The module groups Unsloth's LoRA kernels run (name -> its modules): every module of the
     group adapted, LoRA dropout 0 (the profile's fused_lora_kernels)."""
