@@ -27,10 +27,11 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   2026-12-03 (results `triage-corpus-2026-12-03-round7.md`), then spent: it joined tuning for
   round 8;
 - `held_out_8` (round 8): the same again, collected while round 8 was tuned. Measured once, on
-  2026-12-04 (results `triage-corpus-2026-12-04-round8.md`). Never tuned on.
+  2026-12-04 (results `triage-corpus-2026-12-04-round8.md`), then spent: it joined tuning for
+  round 9.
 
 `--half tuning` is every spent half: development, held_out, held_out_2, held_out_3, held_out_4,
-held_out_5, held_out_6 and held_out_7. It is named half by half, so that a half added later stays out of
+held_out_5, held_out_6, held_out_7 and held_out_8. It is named half by half, so that a half added later stays out of
 it until it has been measured.
 
 `--fold a|b` keeps one fold of what `--half` selects, split by repository: fold `a` holds the
@@ -108,6 +109,7 @@ SPENT_HALVES = (
     "held_out_5",
     "held_out_6",
     "held_out_7",
+    "held_out_8",
 )
 POOLS = {
     "tuning": SPENT_HALVES,  # every spent half, by name: a new half stays out

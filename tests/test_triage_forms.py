@@ -557,6 +557,13 @@ def test_decimal_quantities_are_exact_and_round_half_to_even():
         "CUDA error 2 at " + "a" * 20_000 + ": out of memory",
         ('  File "x.py", line 1, in f\n' + "a." * 5_000 + "Error: x\n") * 10,
         "Executor creation failed due to insufficient GPU memory.\n\n\n" * 2_000,
+        # round 9: a 1.x message whose last figure is followed by a long run of words
+        "CUDA out of memory. Tried to allocate 1.00 GiB (GPU 0; 1.00 GiB free; 2.00 GiB "
+        + "re" * 20_000,
+        "vkAllocateMemory failed " * 5_000 + "-2",
+        "Error Code 2: " * 5_000 + "OutOfMemory",
+        "MTLCommandBufferErrorDomain Code=" * 5_000 + "8",
+        "alloc failed (" * 5_000 + "64.00 MiB): out of memory",
     ],
 )
 def test_new_forms_stay_linear_on_hostile_text(text):

@@ -130,9 +130,6 @@ _TORCH_FIELDS = (
     ("already_allocated_bytes", ascii_re(_Q + r" already allocated")),
     ("allowed_bytes", ascii_re(_Q + r" allowed;")),
     ("reserved_total_bytes", ascii_re(_Q + r" reserved in total by Py[Tt]orch")),
-    # a paste cut inside "reserved" after the 1.4-2.0 form's last figure ("...; 1.32 GiB free;
-    # 9.29 GiB res"): no other figure of the message is followed by "res"
-    ("reserved_total_bytes", ascii_re(r" free; " + _Q + r" res(?:e(?:r(?:v(?:ed?)?)?)?)?\s*$")),
     ("reserved_unallocated_bytes", ascii_re(_Q + r" cached[;)]")),
     ("process_in_use_bytes", ascii_re(r"this process has " + _Q + r" memory in use")),
     # a paste cut right after the figure ("... Of the allocated memory 44.91 GiB i") still has it
@@ -157,10 +154,35 @@ _TORCH_GPU = ascii_re(
 _OTHER_PROCESS = ascii_re(r"\bProcess (\d{1,10}) has " + _Q + r" memory in use")
 
 
+# The 1.x parenthesised form's words after each figure. A paste cut inside them ("...; 1.32 GiB
+# free; 9.29 GiB res", "20.68 GiB already allocate", "1.54 GiB reserved in total") still names
+# its last figure: the cut words are the start of exactly one of these.
+_TORCH_TAILS = (
+    ("total capacity", "total_capacity_bytes"),
+    ("already allocated", "already_allocated_bytes"),
+    ("free", "free_bytes"),
+    ("reserved in total by PyTorch", "reserved_total_bytes"),
+    ("cached", "reserved_unallocated_bytes"),
+)
+_CUT_TAIL = ascii_re(r"[(;]\s?[^;()]{0,60}?" + _Q + r" ([a-z][a-zA-Z ]{1,40})\s*$")
+
+
+def _read_cut_tail(text: str, f: Facts) -> None:
+    """The last figure of a 1.x message cut inside the words that name it."""
+    m = _CUT_TAIL.search(text[-200:])
+    if not m:
+        return
+    words = m.group(2).rstrip()
+    hits = [key for tail, key in _TORCH_TAILS if tail.startswith(words) and tail != words]
+    if len(hits) == 1 and hits[0] not in f.figures:
+        f.fig(hits[0], m.group(1))
+
+
 def read_torch(text: str, f: Facts) -> None:
     # Markdown emphasis a reporter put around a figure ("has **17179869184.00 GiB** memory")
     text = text.replace("**", "").replace("__", "")
     _fields(text, f, _TORCH_FIELDS)
+    _read_cut_tail(text, f)
     m = _TORCH_GPU.search(text)
     if m:
         f.set_gpu(m.group(1) or m.group(2) or m.group(3))
@@ -184,6 +206,8 @@ _GENERIC_FIELDS = (
     ("tried_to_allocate_bytes", ascii_re(r"\b[Ff]ailed to allocate (?:memory of size )?" + _Q)),
     ("total_capacity_bytes", ascii_re(r"[(,]\s?Capacity: " + _Q)),
     ("already_allocated_bytes", ascii_re(r"[(,]\s?Allocated: " + _Q)),
+    # an engine's own "<what> alloc failed (64.00 MiB): out of memory"
+    ("tried_to_allocate_bytes", ascii_re(r"\balloc(?:ation)? failed \(" + _Q + r"\)")),
     # faiss-gpu's StandardGpuResources (faiss/gpu/StandardGpuResources.cpp allocMemory):
     # "alloc fail type TemporaryMemoryBuffer dev 0 space Device stream 0x55fd... size
     # 1610612736 bytes (cudaMalloc error out of memory [2])": the request, in bytes

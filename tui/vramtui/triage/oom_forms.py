@@ -72,6 +72,7 @@ FRAMEWORKS = (
     "tinygrad",
     "nnabla",
     "directml",
+    "metal",
 )
 # Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
 # PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
@@ -528,6 +529,18 @@ FORMS: tuple[Form, ...] = (
         keys=("could not be allocated",),
     ),
     Form(
+        "tensorrt_error_code",
+        # TensorRT's logger names the error code: "[E] 2: [virtualMemoryBuffer.cpp::nvinfer1::
+        # StdVirtualMemoryBufferImpl::resizePhysical::140] Error Code 2: OutOfMemory (no
+        # further information)"
+        ascii_re(r"\bError Code \d{1,3}: OutOfMemory\b"),
+        "allocation",
+        _trt,
+        read_nothing,
+        exception_prefix=False,
+        keys=(": OutOfMemory",),
+    ),
+    Form(
         "ctranslate2",
         # CTranslate2 (faster-whisper, whisperX): THROW_RUNTIME_ERROR("CUDA failed with error " ...)
         ascii_re(r"\bCUDA failed with error out of memory"),
@@ -586,11 +599,30 @@ FORMS: tuple[Form, ...] = (
         "vulkan",
         # VkResult VK_ERROR_OUT_OF_DEVICE_MEMORY (TVM / MLC's Vulkan runtime, any Vulkan app);
         # llama.cpp's Vulkan backend is matched by the llama form first
-        ascii_re(r"\bVK_ERROR_OUT_OF_DEVICE_MEMORY\b"),
+        # ncnn prints the bare VkResult: "vkAllocateMemory failed -2" (-2 is
+        # VK_ERROR_OUT_OF_DEVICE_MEMORY in vulkan_core.h; -1, host memory, is not matched)
+        ascii_re(
+            r"\bVK_ERROR_OUT_OF_DEVICE_MEMORY\b|"
+            r"\bvk(?:AllocateMemory|CreateBuffer|CreateImage|MapMemory) failed:? {0,2}\(?-2\b"
+        ),
         "allocation",
         _vulkan,
         read_vulkan_size,
-        keys=("OUT_OF_DEVICE_MEMORY",),
+        keys=("OUT_OF_DEVICE_MEMORY", " failed -2", " failed: -2", " failed (-2"),
+    ),
+    Form(
+        "metal",
+        # Apple's Metal: a command buffer that failed with MTLCommandBufferErrorOutOfMemory
+        # (MTLCommandBufferErrorDomain code 8), printed by Swift / Objective-C apps as
+        # 'Error Domain=MTLCommandBufferErrorDomain Code=8 "Insufficient Memory (IOAF code 8)"'
+        ascii_re(
+            r"\bMTLCommandBufferErrorDomain Code=8\b|Insufficient Memory \(IOAF code 8\)"
+        ),
+        "allocation",
+        "metal",
+        read_nothing,
+        exception_prefix=False,
+        keys=("MTLCommandBufferErrorDomain", "IOAF code 8"),
     ),
     Form(
         "cuda_error",

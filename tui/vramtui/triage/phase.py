@@ -168,9 +168,12 @@ def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
 
 def _from_training_script(frames: list[Frame], log: CleanLog) -> PhaseVerdict | None:
     """Last resort: a training script (by its file name) calls the model and the traceback
-    ends in module forwards, with nothing else saying what ran: the training forward."""
+    ends in module forwards, or computes a loss (a function or a variable named for one), with
+    nothing else saying what ran: the training forward."""
     scripts = [fr for fr in frames if rules.is_training_script(fr)]
-    if not scripts or not any(rules.is_module_forward(fr) for fr in frames):
+    if not scripts or not any(
+        rules.is_module_forward(fr) or _computes_a_loss(fr) for fr in frames
+    ):
         return None
     return _frame_verdict(
         scripts[-1],
@@ -185,6 +188,15 @@ def _from_training_script(frames: list[Frame], log: CleanLog) -> PhaseVerdict | 
         ),
         log,
     )
+
+
+_LOSS_STATEMENT = re.compile(r"\b\w{0,40}loss\w{0,40}\s{0,4}[-+*/]?=[^=]", re.ASCII)
+
+
+def _computes_a_loss(fr: Frame) -> bool:
+    """The frame's function is named for a loss (compute_content_loss), or its statement
+    assigns one (content_loss = ...)."""
+    return "loss" in fr.func.lower() or bool(fr.code and _LOSS_STATEMENT.search(fr.code[:400]))
 
 
 def _from_engine_frames(frames: list[Frame], log: CleanLog) -> PhaseVerdict | None:

@@ -80,6 +80,18 @@ CALLER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 
 EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
+        "generate",
+        # an app's log tag on the error line naming an inference task: "[python] [upscale]
+        # Real-ESRGAN failed: CUDA out of memory", "[txt2img] ..."
+        re.compile(
+            r"\[(?:upscal\w{0,4}|inpaint\w{0,4}|txt2img|img2img|tts|transcri\w{0,6}|"
+            r"generat\w{0,4}|inference|predict\w{0,4}|denois\w{0,4}|sampl\w{0,4})\]",
+            _A | re.IGNORECASE,
+        ),
+        "the error line carries the app's tag for an inference task (upscaling, inpainting, "
+        "image or speech generation, transcription, prediction)",
+    ),
+    (
         "load",
         re.compile(r"\bError registering modules:", _A),
         "IREE's runtime (SHARK) failed registering a compiled module, which allocates the "
@@ -272,7 +284,9 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         re.compile(
             r"\*{3,} Running Evaluation|\*{3,} Running Prediction|Running validation|"
             r"\((?:valid|val|validation|eval)\)|Validation DataLoader|\bValidating\b|"
-            r"\bValidation: {0,3}\d|\bEvaluating\b",
+            r"\bValidation: {0,3}\d|\bEvaluating\b|"
+            # a loop's own bare "testing..." line ("===> testing...")
+            r"^\W{0,8}(?:=+> {0,2})?testing(?:\.{3}|\u2026)\s*$",
             re.IGNORECASE | _A,
         ),
         "the log was in the evaluation loop (validation / prediction)",
@@ -431,6 +445,18 @@ AFTER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         ),
         "the log after the error reports a generation request or graph ending (prefill, decode, "
         "prompt processing, a generated output, InvokeAI's graph stats)",
+    ),
+    (
+        "other",
+        # TensorRT's builder giving up after the allocation failed (trtexec, an engine export):
+        # the network is being converted into an inference engine, offline
+        re.compile(
+            r"IBuilder::buildSerializedNetwork|IBuilder::buildEngineWithConfig|"
+            r"Engine could not be created from network|Skipping tactic 0x[0-9a-fA-F]{1,16} due to",
+            _A,
+        ),
+        "TensorRT's builder was building an engine from the network (an offline conversion, "
+        "like an export: neither training nor serving)",
     ),
     (
         "train_forward",

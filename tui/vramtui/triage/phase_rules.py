@@ -419,7 +419,9 @@ RE_LOAD_CODE = re.compile(
     r"|\bself\.(?:\w{0,20}_)?(?:kv|key|value|k|v)_buffers?\s{0,2}=\s{0,2}\[?\s{0,2}"
     r"torch\.(?:empty|zeros)\(|"
     # a class built from a Hub model id: FlaxWhisperPipline("openai/whisper-large-v2", ...)
-    r"\b[A-Z]\w{0,60}\(\s{0,4}[\"'][\w.-]{1,60}/[\w.-]{1,80}[\"']",
+    r"\b[A-Z]\w{0,60}\(\s{0,4}[\"'][\w.-]{1,60}/[\w.-]{1,80}[\"']|"
+    # TensorFlow 1.x allocating every variable of the graph (the weights) before the first step
+    r"\b(?:global_variables_initializer|initialize_all_variables)\(",
     _A,
 )
 RE_LOAD_WEAK_CODE = re.compile(
