@@ -30,10 +30,10 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   2026-12-04 (results `triage-corpus-2026-12-04-round8.md`), then spent: it joined tuning for
   round 9;
 - `held_out_9` (round 9): the same again, collected while round 9 was tuned. Measured once, on
-  2026-12-04 (results `triage-corpus-2026-12-04-round9.md`). Never tuned on.
+  2026-12-04 (results `triage-corpus-2026-12-04-round9.md`), then spent: it joined tuning for
+  round 10.
 
-`--half tuning` is every spent half: development, held_out, held_out_2, held_out_3, held_out_4,
-held_out_5, held_out_6, held_out_7 and held_out_8. It is named half by half, so that a half added later stays out of
+`--half tuning` is every spent half: development, held_out, held_out_2, ... held_out_9. It is named half by half, so that a half added later stays out of
 it until it has been measured.
 
 `--fold a|b` keeps one fold of what `--half` selects, split by repository: fold `a` holds the
@@ -113,6 +113,7 @@ SPENT_HALVES = (
     "held_out_6",
     "held_out_7",
     "held_out_8",
+    "held_out_9",
 )
 POOLS = {
     "tuning": SPENT_HALVES,  # every spent half, by name: a new half stays out

@@ -512,6 +512,12 @@ _XLA_FIELDS = (
         ascii_re(r"(?:Attempting to (?:reserve|allocate)|Failed to allocate request for) " + _BARE),
     ),
     ("free_bytes", ascii_re(r"There are " + _BARE + r" free")),
+    # XLA:TPU's compile-time check: "Ran out of memory in memory space hbm. Used 21.95G of
+    # 15.48G hbm." -- the second size is the chip's HBM
+    (
+        "total_capacity_bytes",
+        ascii_re(r"\bUsed \d{1,9}(?:\.\d{1,6})?[KMGT]?B? of " + _BARE + r" hbm\b"),
+    ),
 )
 _XLA_GPU = ascii_re(r"device:GPU:(\d{1,3})\b|\bGPU_(\d{1,3})_bfc\b|device ordinal (\d{1,3})\b")
 
@@ -595,7 +601,9 @@ def read_driver_free_total(text: str, f: Facts) -> None:
                 f.written[key] = digits
 
 
-_MLX_ALLOC = ascii_re(r"\[metal::malloc\] Unable to allocate (\d{1,20}) bytes")
+_MLX_ALLOC = ascii_re(
+    r"\[metal::malloc\] (?:Unable to allocate|Attempting to allocate) (\d{1,20}) bytes"
+)
 
 
 def read_mlx(text: str, f: Facts) -> None:

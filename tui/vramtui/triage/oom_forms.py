@@ -73,6 +73,7 @@ FRAMEWORKS = (
     "nnabla",
     "directml",
     "metal",
+    "openvino",
 )
 # Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
 # PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
@@ -114,6 +115,7 @@ ANCHORS = (
     "xhausted",
     "XHAUSTED",
     "cuDNN algorithm",
+    "GPU resources",
 )
 
 # ------------------------------------------------------------------------------ forms
@@ -399,7 +401,11 @@ FORMS: tuple[Form, ...] = (
         "mlx",
         ascii_re(
             r"\[METAL\] Command buffer execution failed: Insufficient Memory|"
-            r"\[metal::malloc\] (?:Unable to allocate|Resource limit)"
+            r"\[metal::malloc\] (?:Unable to allocate|Resource limit)|"
+            # one buffer larger than Metal's maxBufferLength: a memory limit on a single
+            # allocation, read as an out-of-memory error (the request is the figure)
+            r"\[metal::malloc\] Attempting to allocate \d{1,20} bytes which is greater than the "
+            r"maximum allowed buffer size"
         ),
         "allocation",
         "mlx",
@@ -500,7 +506,13 @@ FORMS: tuple[Form, ...] = (
         "xla_exhausted",
         ascii_re(
             r"(?:RESOURCE_EXHAUSTED|Resource exhausted): {0,4}(?:[Oo]ut ?(?:of memory)?\s*$|"
-            r"[Oo]ut of memory|Failed to allocate request|Attempting to (?:reserve|allocate) \d)"
+            r"[Oo]ut of memory|Failed to allocate request|Attempting to (?:reserve|allocate) \d|"
+            # PJRT (TPU) "Error allocating device buffer: Attempting to allocate 15.65G. That was
+            # not possible. There are 11.08G free."
+            r"Error allocating device buffer: Attempting to allocate \d|"
+            # XLA:TPU's compile-time check: "XLA:TPU compile permanent error. Ran out of memory
+            # in memory space hbm. Used 21.95G of 15.48G hbm."
+            r"XLA:\w{1,10} compile permanent error\. Ran out of memory)"
         ),
         "allocation",
         _xla_family,
@@ -609,6 +621,17 @@ FORMS: tuple[Form, ...] = (
         _vulkan,
         read_vulkan_size,
         keys=("OUT_OF_DEVICE_MEMORY", " failed -2", " failed: -2", " failed (-2"),
+    ),
+    Form(
+        "openvino_gpu",
+        # OpenVINO's GPU plugin (intel_gpu/src/runtime/ocl/ocl_engine.cpp) when an OpenCL
+        # allocation fails: "[GPU] out of GPU resources"
+        ascii_re(r"\[GPU\] out of GPU resources"),
+        "allocation",
+        "openvino",
+        read_nothing,
+        exception_prefix=False,
+        keys=("out of GPU resources",),
     ),
     Form(
         "metal",

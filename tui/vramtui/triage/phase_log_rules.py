@@ -80,6 +80,12 @@ CALLER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 
 EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
+        "load",
+        re.compile(r"\bRUNTIME_EXCEPTION : Exception during initialization\b", _A),
+        "onnxruntime failed while creating the inference session (its execution providers, "
+        "cuBLAS and cuDNN handles and the model's initialisers), before any inference",
+    ),
+    (
         "generate",
         # an app's log tag on the error line naming an inference task: "[python] [upscale]
         # Real-ESRGAN failed: CUDA out of memory", "[txt2img] ..."
@@ -335,7 +341,10 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
             r"^\s{0,4}(?:\w{1,20} )?(?:Sampling|Sampler|Generating|Denoising|Predicting|"
             r"Inferenc\w{1,3}|Transcribing|Synthesi[sz]ing|Decoding|Inpainting|Upscaling|"
             r"Captioning)\b:?[^\n]{0,120}?"
-            r"(?:\d{1,3}%|\b\d{1,6}/\d{1,6}\b)|\btranscribing in\b|\bTranscribing\b",
+            r"(?:\d{1,3}%|\b\d{1,6}/\d{1,6}\b)|\btranscribing in\b|\bTranscribing\b|"
+            # an embedding model encoding a corpus for an index (ColBERT's "#> Encoding 57
+            # passages..", sentence-transformers' "Encoding 1000 documents")
+            r"\bEncoding \d{1,9} (?:passages|documents|docs|texts|sentences|chunks)\b",
             _A,
         ),
         "the log was running inference (a sampling, generation or transcription progress bar)",

@@ -86,6 +86,9 @@ STARTUP_FUNCS = _set(
     "init_memory_pool",
     "profile_max_num_token",
     "init_cuda_graphs",
+    # gpt-fast's KV-cache pre-allocation (model.setup_caches(max_batch_size, max_seq_length)),
+    # which fish-speech and other gpt-fast descendants keep
+    "setup_caches",
 )
 # A warm-up is a start-up step only inside a serving engine (elsewhere it may be anything).
 _ENGINE_WARMUP_FUNCS = _set("warmup", "Warmup", "warm_up", "_warmup")
@@ -648,6 +651,9 @@ def classify_frame(fr: Frame) -> Rule | None:
             and ("_apply(" in code or ".cuda(" in code or ".to(" in code)
         )
         or ("faster_whisper/transcribe.py" in file and func in ("__init__", "init"))
+        # copy.deepcopy of a model: each Parameter copies its data (a second copy of the
+        # weights, made while setting up: an EMA model, a per-worker model)
+        or ("torch/nn/parameter.py" in file and func == "__deepcopy__")
     ):
         return (
             "load",
@@ -657,6 +663,14 @@ def classify_frame(fr: Frame) -> Rule | None:
         )
     if _LOAD_NAME.match(func):
         return ("load", "strong", f"a function named for loading weights ({func})", False)
+    if func in ("__init__", "reset_parameters") and re.search(
+        r"torch/nn/modules/(?:conv|linear|sparse|normalization|batchnorm|rnn|activation|"
+        r"transformer)\.py$",
+        file,
+    ):
+        # a torch layer's constructor creates its weights (on the GPU under a device context):
+        # the model is being built, before any step
+        return ("load", "strong", "a layer is being constructed: the model is being built", False)
     if func == "__init__" and file.rsplit("/", 1)[-1].endswith("trainer.py"):
         return (
             "load",
