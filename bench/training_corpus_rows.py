@@ -60,6 +60,7 @@ from training_corpus_sources import (
     PURE_BF16,
     RECIPE_CONFIGS,
     SEQ_LEN_CAPS,
+    TORCHTITAN_COMPILED_LOSS,
     TARGET_ROLE,
     TASK_OF_METHOD,
     UNMODELLED_SETTINGS,
@@ -716,6 +717,21 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
                     "torchtitan's selective_ac_option = 'op': grad_checkpointing = selective, "
                     "selective_policy = torchtitan-op"
                 )
+        if (
+            "torchtitan" in str(row.data.get("framework_detail", ""))
+            and str(row.data.get("framework_version", "")).startswith(TORCHTITAN_COMPILED_LOSS)
+            and s.get("compile") is True
+            and "loss" not in s
+        ):
+            # torchtitan components/loss.py at e7c0cae: build_cross_entropy_loss wraps
+            # cross_entropy(pred.flatten(0, 1).float(), ...) in torch.compile under
+            # training.compile (9dec370's train.py leaves it eager: "compiling loss function
+            # causes CUDA errors"): loss_impl = "compiled" (training_mechanisms.COMPILED_LOSS_REF).
+            d["training"]["loss_impl"] = "compiled"
+            notes.append(
+                "torchtitan at e7c0cae compiles its loss under training.compile: "
+                "loss_impl = compiled"
+            )
         if (
             row.framework == "axolotl"
             and s.get("activation_offloading") is True

@@ -498,3 +498,9 @@ SEQ_LEN_CAPS: dict[tuple[str, str, str], tuple[int, str]] = {
 SEQ_LEN_CAPS[("accelerate-fsdp", "fms-hf-tuning", "bigcode/gpt_bigcode-santacoder")] = (
     SEQ_LEN_CAPS[("hf-trainer", "fms-hf-tuning", "bigcode/gpt_bigcode-santacoder")]
 )
+
+# torchtitan commits whose loss is compiled under training.compile (rows' framework_version
+# prefix): components/loss.py at e7c0cae build_cross_entropy_loss wraps cross_entropy(pred.
+# flatten(0, 1).float(), ...) in torch.compile when job_config.training.compile; at 9dec370
+# train.py leaves it eager ("compiling loss function causes CUDA errors, turning off for now").
+TORCHTITAN_COMPILED_LOSS = "torchtitan e7c0cae"

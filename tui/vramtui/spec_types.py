@@ -50,7 +50,7 @@ FRAMEWORKS = (
 )
 DEFAULT_FRAMEWORK = "hf-trainer"
 ADAPTER_DTYPES = ("fp32", "bf16")
-LOSS_IMPLS = ("full-upcast", "chunked-fp32", "chunked-bf16", "fused")
+LOSS_IMPLS = ("full-upcast", "chunked-fp32", "chunked-bf16", "fused", "compiled")
 OPTIMIZER_PLACEMENTS = ("standard", "in-backward", "paged", "cpu-offload")
 FSDP_FROZEN_BASE = ("sharded", "gathered")
 # What grad_checkpointing = "selective" keeps: "attention" recomputes the attention scores only

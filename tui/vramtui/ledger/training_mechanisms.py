@@ -33,6 +33,25 @@ TRANSFORMERS_LOSS_UTILS_REF = (
     "loss/loss_utils.py from v4.46.0"
 )
 
+# A torch.compile'd loss (loss_impl = "compiled"): torchtitan components/loss.py at e7c0cae
+# build_cross_entropy_loss wraps cross_entropy(pred.flatten(0, 1).float(), ...) in
+# torch.compile under training.compile (at 9dec370 train.py leaves it eager: "compiling loss
+# function causes CUDA errors, turning off for now"). AOTAutograd's min-cut partitioner
+# (torch/_functorch/partitioners.py, read at pytorch c28ba8e5: a reduction whose output is 4x
+# smaller than its input is never recomputed, pointwise ops are) saves the 16-bit input and the
+# log-softmax's per-row max and sum, not its fp32 output; inductor's joint-graph pattern
+# scatter_upon_const_tensor (torch/_inductor/fx_passes/joint_graph.py) turns nll_loss
+# backward's full + scatter into a pointwise where, so the backward writes the input's 16-bit
+# gradient in one fused kernel. torch's test/inductor/test_scatter_optimization.py
+# test_cross_entropy_loss records a compiled bf16 Linear + CrossEntropyLoss + backward at
+# B, T, V = 32, 1024, 50257 on an A100 at peak_mem = 7.227 GB (10.524 GB without the pattern):
+# 32,768 x 50,257 logits x 2 B = 3.29 GB, so the logits and their gradient (6.59 GB) and little
+# else.
+COMPILED_LOSS_REF = (
+    "torchtitan components/loss.py at e7c0cae; torch _functorch/partitioners.py min-cut, "
+    "_inductor/fx_passes/joint_graph.py scatter_upon_const_tensor"
+)
+
 # Unsloth 2024.11 ("Cut Cross Entropy", commit fa8e59eb1b) computes the loss from the hidden
 # states without the full logits (fused_linear_cross_entropy; unsloth_fused_ce_loss from 2025.8).
 # Before it, CausalLM_fast_forward materialised the LM head's logits in the model's 16-bit dtype
@@ -170,6 +189,20 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
                 "the backward reaches them; the chunks' gradients are small"
             ),
         )
+    if impl == "compiled":
+        return (
+            Fraction(b),
+            Fraction(2 * b),
+            Fraction(b),
+            (
+                f"a torch.compile'd cross-entropy on the {b}-byte logits' fp32 upcast "
+                f"({COMPILED_LOSS_REF}): the upcast, log-softmax and its backward are fused "
+                f"(no fp32 logits-sized tensor); the compiled graph saves the {b}-byte logits "
+                "and a per-row max and log-sum-exp (small): "
+                f"{b} B per logit at the loss; the loss backward holds the saved logits and "
+                f"their gradient ({b} + {b} B); the LM head's backward the gradient, {b} B"
+            ),
+        )
     if unsloth_inplace_logits(ctx):
         return (
             Fraction(b),
@@ -232,14 +265,18 @@ def loss_label(ctx: LedgerContext) -> str:
         "chunked-fp32": f"chunked fp32 cross-entropy, {settings(ctx).loss_chunks} chunks",
         "chunked-bf16": "chunked 16-bit LM head and cross-entropy",
         "fused": "fused linear cross-entropy, no full logits",
+        "compiled": "compiled fp32 cross-entropy, 16-bit logits and gradient",
     }[impl]
 
 
 def logit_block_bytes(ctx: LedgerContext) -> tuple[int, str]:
     """Bytes per logit of the largest logits-sized block the loss allocates (the fragmentation
-    heuristic's block): an fp32 one unless the loss is Unsloth's in-place 16-bit one."""
+    heuristic's block): an fp32 one unless the loss is Unsloth's in-place 16-bit one or a
+    compiled one (whose largest logits-sized block is the 16-bit gradient)."""
     if unsloth_inplace_logits(ctx):
         return ctx.act_bytes, f"{ctx.act_bytes}-byte logits (Unsloth's in-place loss)"
+    if settings(ctx).loss_impl == "compiled":
+        return ctx.act_bytes, f"{ctx.act_bytes}-byte logits' gradient (the compiled loss)"
     return 4, "fp32 logits"
 
 
