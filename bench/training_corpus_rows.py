@@ -49,6 +49,7 @@ from pathlib import Path
 
 from training_corpus_sources import (
     ATTENTION_INPUTS,
+    AXOLOTL_NORMS_LEFT_FP32,
     FRAMEWORK_AT_COMMIT,
     FRAMEWORK_DEFAULTS,
     FRAMEWORK_PINS,
@@ -697,6 +698,27 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
             notes.append(
                 "fms-hf-tuning's SFTTrainer runs prepare_model_for_kbit_training on a 4-bit "
                 "model on one GPU (norms in fp32): fp32_norms = true"
+            )
+        if (
+            task == "qlora"
+            and row.framework == "axolotl"
+            and str(row.data.get("framework_version", "")).startswith(AXOLOTL_NORMS_LEFT_FP32)
+            and d["placement"]["data_parallel_sharding"] == "none"
+        ):
+            # axolotl src/axolotl/utils/models.py load_model at dc71d8872a (2023-08-03 12:22):
+            # `prepare_model_for_kbit_training(model, ...)` for adapter qlora with load_in_4bit
+            # and nothing after it converts the norms back (78b9efb7f, the same evening, first
+            # did so for flash attention on llama-derived models; from v0.5.0 for every LoRA /
+            # QLoRA adapter). PEFT main on that date (src/peft/utils/other.py at ec267c644a)
+            # casts every float16/bfloat16 parameter to float32, the embedding and LM head too.
+            d["training"]["fp32_norms"] = True
+            notes.append(
+                "axolotl at dc71d8872a runs prepare_model_for_kbit_training and leaves the "
+                "norms fp32: fp32_norms = true"
+            )
+            approx.append(
+                "PEFT's prepare_model_for_kbit_training of 2023-08 also casts the embedding "
+                "and LM head to fp32: not itemised (sized in bf16)"
             )
         ckpt_text = str(s.get("grad_checkpointing", "")).lower()
         if "torchtitan" in str(row.data.get("framework_detail", "")) and ckpt_text.startswith(

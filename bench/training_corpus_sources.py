@@ -504,3 +504,10 @@ SEQ_LEN_CAPS[("accelerate-fsdp", "fms-hf-tuning", "bigcode/gpt_bigcode-santacode
 # flatten(0, 1).float(), ...) in torch.compile when job_config.training.compile; at 9dec370
 # train.py leaves it eager ("compiling loss function causes CUDA errors, turning off for now").
 TORCHTITAN_COMPILED_LOSS = "torchtitan e7c0cae"
+
+# Axolotl commits (rows' framework_version prefix) whose QLoRA loader leaves the norms fp32:
+# src/axolotl/utils/models.py load_model at dc71d8872a calls prepare_model_for_kbit_training
+# for adapter qlora + load_in_4bit and converts nothing back (78b9efb7f added the conversion for
+# flash attention on llama-derived models later that day; v0.5.0 does it for every LoRA/QLoRA
+# adapter, loaders/model.py at 17fc747f99 too).
+AXOLOTL_NORMS_LEFT_FP32 = "commit dc71d8872a"

@@ -102,3 +102,90 @@ def test_bench_maps_torchtitan_e7c0cae_compile_to_the_compiled_loss():
     eager = _row({**TITAN_ROW, "compile": False}, "custom", "torchtitan e7c0cae", n_gpus=32)
     eager.data["framework_detail"] = "torchtitan"
     assert "loss_impl" not in tc.build_spec_dict(eager, arch)[0]["training"]
+
+
+# --------------------------------------------------------------------------- QLoRA, fp32 norms
+
+MISTRAL = "mistralai/Mistral-7B-v0.1"  # hidden 4,096, 32 layers, MLP 14,336
+QLORA_TARGETS = 'rank = 16\ntargets = ["q_proj", "k_proj", "v_proj", "o_proj"]\ndropout = 0.1'
+
+
+def _layers_saved(training: str, **kw) -> int:
+    from vramtui.ledger.training_activations import training_saved
+
+    common = dict(model=MISTRAL, kind="qlora", fmt="nf4", seq=4096, mb=4, ckpt="full")
+    common.update(kw)
+    return training_saved(
+        _ctx(_spec(lora=QLORA_TARGETS, training=training, **common), model=MISTRAL)
+    ).layers_saved
+
+
+def test_trl_before_0_26_keeps_the_norms_fp32_under_the_hf_trainer_profile_by_hand():
+    """TRL SFTTrainer.__init__ (trl/trainer/sft_trainer.py at v0.13.0, L168-233; through
+    trl/models/utils.py prepare_peft_model at v0.25.0) runs prepare_model_for_kbit_training on
+    a 4-bit model whose Params4bit are on the GPU (norms to fp32) and, under bf16,
+    peft_module_casting_to_bf16, which keeps every "norm" module fp32. v0.26.0 (commit
+    2af35fb0d, "Clean up model preparation") calls get_peft_model only. QLoRA under FSDP keeps
+    the Params4bit off the GPU and TRL skips both.
+
+    Mistral-7B, QLoRA, 4 x 4,096 = 16,384 tokens, full checkpointing: 32 layer inputs x 16,384
+    x 4,096 x 2 B = 4,294,967,296 B; with fp32 norms the stream is fp32 after the first layer:
+    + 31 x 16,384 x 4,096 x 2 B = 4,160,749,568 B, 8,455,716,864 B."""
+    plain, fp32 = 4_294_967_296, 4_294_967_296 + 31 * 16_384 * 4_096 * 2
+    assert fp32 == 8_455_716_864
+    hf = 'framework = "hf-trainer"'
+    assert _layers_saved(hf) == plain  # TRL unstated: a plain Trainer script
+    assert _layers_saved(hf + '\n[training.versions]\ntrl = "0.13.0"') == fp32
+    assert _layers_saved(hf + '\n[training.versions]\ntrl = "0.25.1"') == fp32
+    assert _layers_saved(hf + '\n[training.versions]\ntrl = "0.26.0"') == plain
+    # an explicit fp32_norms wins over the version rule
+    no = hf + '\nfp32_norms = false\n[training.versions]\ntrl = "0.13.0"'
+    assert _layers_saved(no) == plain
+    # sharded QLoRA: TRL skips prepare_model_for_kbit_training (Params4bit on the CPU or meta)
+    fsdp = dict(gpus=2, sharding="fsdp")
+    assert _layers_saved(hf + '\n[training.versions]\ntrl = "0.13.0"', **fsdp) == plain
+    # Axolotl converts the norms back to the 16-bit dtype for any LoRA/QLoRA adapter (v0.5.0
+    # utils/models.py, 17fc747f99 loaders/model.py): its profile stays false, whatever TRL
+    ax = 'framework = "axolotl"\n[training.versions]\ntrl = "0.13.0"'
+    assert _layers_saved(ax) == plain
+    # a bf16 base (LoRA): no 4-bit linears, no fp32 stream
+    lora = _layers_saved(hf + '\n[training.versions]\ntrl = "0.13.0"', kind="lora", fmt="bf16")
+    assert lora == plain
+
+
+def test_trl_version_round_trips_in_the_spec():
+    from vramtui.spec import dumps_spec, loads_spec
+
+    spec = _spec(training='framework = "hf-trainer"\n[training.versions]\ntrl = "0.13.0"')
+    assert dict(spec.training.versions)["trl"] == "0.13.0"
+    again = loads_spec(dumps_spec(spec))
+    assert dict(again.training.versions)["trl"] == "0.13.0"
+
+
+def test_bench_sets_fp32_norms_for_axolotl_dc71d8872a_qlora_only():
+    """axolotl src/axolotl/utils/models.py load_model at dc71d8872a: prepare_model_for_kbit_
+    training for adapter qlora + load_in_4bit and no conversion back (78b9efb7f added it later
+    that day for flash attention on llama-derived models); PEFT src/peft/utils/other.py at
+    ec267c644a (main on that date) casts every float16/bfloat16 parameter to float32."""
+    llama2 = {
+        "model": "meta-llama/Llama-2-7b-hf",
+        "method": "qlora",
+        "quantize": "bnb 4-bit (load_in_4bit: true)",
+        "precision": "bf16: true (fp16 false, tf32 false)",
+        "micro_batch_size": 2,
+        "seq_len": 4096,
+        "grad_accum": 4,
+        "lora_r": 32,
+        "lora_targets": ["all linear (lora_target_linear: true)"],
+        "grad_checkpointing": True,
+        "optimizer": "paged_adamw_32bit",
+    }
+    arch = _arch("meta-llama/Llama-2-7b-hf")
+    old = _row(llama2, "axolotl", "commit dc71d8872a (2023-08-03)")
+    d, _, _, approx, notes = tc.build_spec_dict(old, arch)
+    assert d["training"]["fp32_norms"] is True
+    assert any("embedding and LM head" in a for a in approx)
+    new = _row(llama2, "axolotl", "axolotl commit 17fc747f99 (README asks axolotl>=0.16.1)")
+    assert "fp32_norms" not in tc.build_spec_dict(new, arch)[0]["training"]
+    lora = _row({**llama2, "method": "lora", "quantize": ""}, "axolotl", "commit dc71d8872a")
+    assert "fp32_norms" not in tc.build_spec_dict(lora, arch)[0]["training"]

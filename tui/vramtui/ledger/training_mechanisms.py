@@ -317,10 +317,60 @@ def fp32_residual_stream(ctx: LedgerContext) -> bool:
     copies of q, k, v: transformers casts fp32 inputs to the autocast dtype before flash
     attention.)"""
     return (
-        bool(settings(ctx).fp32_norms)
+        (bool(settings(ctx).fp32_norms) or trl_prepares_kbit(ctx))
         and ctx.spec.weights.format in ("nf4", "fp4")
         and ctx.act_bytes < 4
     )
+
+
+# TRL's SFTTrainer, given a peft_config and a 4-bit model whose Params4bit are on the GPU, runs
+# prepare_model_for_kbit_training (the norms to fp32) and, from 0.8.0, peft_module_casting_to_bf16
+# (the embedding and LM head back to bf16, the norms kept fp32): trl/trainer/sft_trainer.py
+# SFTTrainer.__init__, read at v0.4.7, v0.7.4, v0.8.0, v0.9.6, v0.13.0 (L168-233) and v0.20.0;
+# after the PEFT integration of 2025-08 (#3882) through trl/models/utils.py prepare_peft_model
+# (read at v0.23.0, PEFT's prepare_model_for_kbit_training, and v0.25.0, TRL's own, which casts
+# every float16/bfloat16 parameter with "norm" in its name to float32).
+# v0.26.0 ("Clean up model preparation", #4577, commit 2af35fb0d) drops it: SFTTrainer calls
+# get_peft_model only and casts the trainable parameters to bf16 (sft_trainer.py at v1.1.0).
+# Skipped for a sharded QLoRA model ("one should never call peft_module_casting_to_bf16 or
+# prepare_model_for_kbit_training when doing QLoRA + FSDP / DS-Zero3"): Params4bit on the CPU or
+# the meta device.
+TRL_KBIT_PREPARE_DROPPED = "0.26.0"
+TRL_KBIT_PREPARE_REF = (
+    "TRL SFTTrainer before 0.26.0 runs prepare_model_for_kbit_training on a 4-bit model on the "
+    "GPU (trl/trainer/sft_trainer.py at v0.13.0; trl/models/utils.py prepare_peft_model at "
+    "v0.25.0), dropped in 0.26.0 (commit 2af35fb0d)"
+)
+
+
+def trl_prepares_kbit(ctx: LedgerContext) -> bool:
+    """fp32 norms from TRL's SFTTrainer: the hf-trainer profile (Trainer + PEFT / TRL), its
+    fp32_norms not set in the spec, a stated TRL version older than 0.26.0, and the 4-bit model
+    not sharded (FSDP / ZeRO-3 QLoRA keeps its Params4bit off the GPU, which TRL skips). A
+    plain transformers Trainer, or TRL unstated: the profile's default."""
+    from vramtui.training_profiles import library_version, version_before
+
+    fw = settings(ctx)
+    return (
+        fw.framework == "hf-trainer"
+        and "fp32_norms" not in fw.overridden
+        and library_version(ctx.spec, "trl") is not None
+        and version_before(ctx.spec, "trl", TRL_KBIT_PREPARE_DROPPED)
+        and ctx.spec.placement.data_parallel_sharding == "none"
+    )
+
+
+def fp32_norms_why(ctx: LedgerContext) -> str:
+    """Where the fp32 norms come from, in words."""
+    if trl_prepares_kbit(ctx) and not settings(ctx).fp32_norms:
+        return f"[training.versions] trl {library_version_text(ctx, 'trl')}: {TRL_KBIT_PREPARE_REF}"
+    return settings(ctx).origin("fp32_norms")
+
+
+def library_version_text(ctx: LedgerContext, library: str) -> str:
+    from vramtui.training_profiles import library_version
+
+    return library_version(ctx.spec, library) or "unstated"
 
 
 def torchtitan_op_saves(ctx: LedgerContext) -> bool:
