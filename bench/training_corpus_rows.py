@@ -21,7 +21,10 @@ Rules:
   optimiser is `optimizer_placement = "paged"`, torchtune's optimizer_in_bwd "in-backward",
   CPU offload "cpu-offload" (and `offload_params` where the framework offloads the FSDP
   parameters: fsdp_qlora, Axolotl under FSDP), Axolotl's `activation_offloading: true`
-  `offload_checkpoints`, a stated loss the matching `loss_impl` (`_loss_impl`).
+  `offload_checkpoints`, a stated loss the matching `loss_impl` (`_loss_impl`; torchtitan
+  at e7c0cae with `compile` the compiled loss, `TORCHTITAN_COMPILED_LOSS`), fp32 norms where
+  the framework leaves them fp32 before 4-bit linears (fms-hf-tuning's single-GPU QLoRA,
+  Axolotl at `AXOLOTL_NORMS_LEFT_FP32`).
 - Library versions: the row's `library_versions`, else what the framework pins at the commit
   the row names (`FRAMEWORK_PINS`, with its source), else none (the current behaviour). A
   framework setting that differs at that commit from the profile's version is set from
@@ -61,9 +64,9 @@ from training_corpus_sources import (
     PURE_BF16,
     RECIPE_CONFIGS,
     SEQ_LEN_CAPS,
-    TORCHTITAN_COMPILED_LOSS,
     TARGET_ROLE,
     TASK_OF_METHOD,
+    TORCHTITAN_COMPILED_LOSS,
     UNMODELLED_SETTINGS,
     UNSLOTH_BANNER_VERSIONS,
 )
