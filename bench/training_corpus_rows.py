@@ -21,7 +21,10 @@ Rules:
   optimiser is `optimizer_placement = "paged"`, torchtune's optimizer_in_bwd "in-backward",
   CPU offload "cpu-offload" (and `offload_params` where the framework offloads the FSDP
   parameters: fsdp_qlora, Axolotl under FSDP), Axolotl's `activation_offloading: true`
-  `offload_checkpoints`, a stated loss the matching `loss_impl` (`_loss_impl`).
+  `offload_checkpoints`, a stated loss the matching `loss_impl` (`_loss_impl`; torchtitan
+  at e7c0cae with `compile` the compiled loss, `TORCHTITAN_COMPILED_LOSS`), fp32 norms where
+  the framework leaves them fp32 before 4-bit linears (fms-hf-tuning's single-GPU QLoRA,
+  Axolotl at `AXOLOTL_NORMS_LEFT_FP32`).
 - Library versions: the row's `library_versions`, else what the framework pins at the commit
   the row names (`FRAMEWORK_PINS`, with its source), else none (the current behaviour). A
   framework setting that differs at that commit from the profile's version is set from
@@ -49,6 +52,7 @@ from pathlib import Path
 
 from training_corpus_sources import (
     ATTENTION_INPUTS,
+    AXOLOTL_NORMS_LEFT_FP32,
     FRAMEWORK_AT_COMMIT,
     FRAMEWORK_DEFAULTS,
     FRAMEWORK_PINS,
@@ -62,6 +66,7 @@ from training_corpus_sources import (
     SEQ_LEN_CAPS,
     TARGET_ROLE,
     TASK_OF_METHOD,
+    TORCHTITAN_COMPILED_LOSS,
     UNMODELLED_SETTINGS,
     UNSLOTH_BANNER_VERSIONS,
 )
@@ -697,6 +702,27 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
                 "fms-hf-tuning's SFTTrainer runs prepare_model_for_kbit_training on a 4-bit "
                 "model on one GPU (norms in fp32): fp32_norms = true"
             )
+        if (
+            task == "qlora"
+            and row.framework == "axolotl"
+            and str(row.data.get("framework_version", "")).startswith(AXOLOTL_NORMS_LEFT_FP32)
+            and d["placement"]["data_parallel_sharding"] == "none"
+        ):
+            # axolotl src/axolotl/utils/models.py load_model at dc71d8872a (2023-08-03 12:22):
+            # `prepare_model_for_kbit_training(model, ...)` for adapter qlora with load_in_4bit
+            # and nothing after it converts the norms back (78b9efb7f, the same evening, first
+            # did so for flash attention on llama-derived models; from v0.5.0 for every LoRA /
+            # QLoRA adapter). PEFT main on that date (src/peft/utils/other.py at ec267c644a)
+            # casts every float16/bfloat16 parameter to float32, the embedding and LM head too.
+            d["training"]["fp32_norms"] = True
+            notes.append(
+                "axolotl at dc71d8872a runs prepare_model_for_kbit_training and leaves the "
+                "norms fp32: fp32_norms = true"
+            )
+            approx.append(
+                "PEFT's prepare_model_for_kbit_training of 2023-08 also casts the embedding "
+                "and LM head to fp32: not itemised (sized in bf16)"
+            )
         ckpt_text = str(s.get("grad_checkpointing", "")).lower()
         if "torchtitan" in str(row.data.get("framework_detail", "")) and ckpt_text.startswith(
             "selective"
@@ -716,6 +742,21 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
                     "torchtitan's selective_ac_option = 'op': grad_checkpointing = selective, "
                     "selective_policy = torchtitan-op"
                 )
+        if (
+            "torchtitan" in str(row.data.get("framework_detail", ""))
+            and str(row.data.get("framework_version", "")).startswith(TORCHTITAN_COMPILED_LOSS)
+            and s.get("compile") is True
+            and "loss" not in s
+        ):
+            # torchtitan components/loss.py at e7c0cae: build_cross_entropy_loss wraps
+            # cross_entropy(pred.flatten(0, 1).float(), ...) in torch.compile under
+            # training.compile (9dec370's train.py leaves it eager: "compiling loss function
+            # causes CUDA errors"): loss_impl = "compiled" (training_mechanisms.COMPILED_LOSS_REF).
+            d["training"]["loss_impl"] = "compiled"
+            notes.append(
+                "torchtitan at e7c0cae compiles its loss under training.compile: "
+                "loss_impl = compiled"
+            )
         if (
             row.framework == "axolotl"
             and s.get("activation_offloading") is True

@@ -498,3 +498,16 @@ SEQ_LEN_CAPS: dict[tuple[str, str, str], tuple[int, str]] = {
 SEQ_LEN_CAPS[("accelerate-fsdp", "fms-hf-tuning", "bigcode/gpt_bigcode-santacoder")] = (
     SEQ_LEN_CAPS[("hf-trainer", "fms-hf-tuning", "bigcode/gpt_bigcode-santacoder")]
 )
+
+# torchtitan commits whose loss is compiled under training.compile (rows' framework_version
+# prefix): components/loss.py at e7c0cae build_cross_entropy_loss wraps cross_entropy(pred.
+# flatten(0, 1).float(), ...) in torch.compile when job_config.training.compile; at 9dec370
+# train.py leaves it eager ("compiling loss function causes CUDA errors, turning off for now").
+TORCHTITAN_COMPILED_LOSS = "torchtitan e7c0cae"
+
+# Axolotl commits (rows' framework_version prefix) whose QLoRA loader leaves the norms fp32:
+# src/axolotl/utils/models.py load_model at dc71d8872a calls prepare_model_for_kbit_training
+# for adapter qlora + load_in_4bit and converts nothing back (78b9efb7f added the conversion for
+# flash attention on llama-derived models later that day; v0.5.0 does it for every LoRA/QLoRA
+# adapter, loaders/model.py at 17fc747f99 too).
+AXOLOTL_NORMS_LEFT_FP32 = "commit dc71d8872a"

@@ -50,7 +50,7 @@ FRAMEWORKS = (
 )
 DEFAULT_FRAMEWORK = "hf-trainer"
 ADAPTER_DTYPES = ("fp32", "bf16")
-LOSS_IMPLS = ("full-upcast", "chunked-fp32", "chunked-bf16", "fused")
+LOSS_IMPLS = ("full-upcast", "chunked-fp32", "chunked-bf16", "fused", "compiled")
 OPTIMIZER_PLACEMENTS = ("standard", "in-backward", "paged", "cpu-offload")
 FSDP_FROZEN_BASE = ("sharded", "gathered")
 # What grad_checkpointing = "selective" keeps: "attention" recomputes the attention scores only
@@ -58,7 +58,7 @@ FSDP_FROZEN_BASE = ("sharded", "gathered")
 # layer's input, the outputs of every other matmul and the SDPA kernel's outputs kept).
 SELECTIVE_POLICIES = ("attention", "torchtitan-op")
 # Libraries whose version changes memory ([training.versions]).
-VERSIONED_LIBRARIES = ("bitsandbytes", "transformers", "peft", "unsloth")
+VERSIONED_LIBRARIES = ("bitsandbytes", "transformers", "peft", "unsloth", "trl")
 MAX_VERSION_CHARS = 40
 ATTENTION_IMPLS = ("flash", "sdpa", "eager")
 KV_CACHE_DTYPES = ("fp32", "bf16", "fp16", "fp8")

@@ -192,15 +192,12 @@ def training_layer_bytes(ctx: LedgerContext, seqs: int, s: int) -> tuple[int, st
     else:
         mlp_saved = 4 if arch.gated_mlp else 2
         mlp_say = "gate, up, act, product" if arch.gated_mlp else "up, act"
-    from vramtui.ledger.training_mechanisms import fp32_residual_stream
+    from vramtui.ledger.training_mechanisms import fp32_norms_why, fp32_residual_stream
 
     mlp_b = 4 if fp32_residual_stream(ctx) else b  # fp32 norms before 4-bit linears
     mlp = tokens * mlp_b * width * mlp_saved
     if mlp_b != b:
-        mlp_say += (
-            " at 4 B (fp32 norms: the 4-bit gate and up return fp32, "
-            f"{ctx.framework.origin('fp32_norms')})"
-        )
+        mlp_say += f" at 4 B (fp32 norms: the 4-bit gate and up return fp32, {fp32_norms_why(ctx)})"
     total = norms + qkv + attn_out + mlp
     parts = [
         (

@@ -33,6 +33,25 @@ TRANSFORMERS_LOSS_UTILS_REF = (
     "loss/loss_utils.py from v4.46.0"
 )
 
+# A torch.compile'd loss (loss_impl = "compiled"): torchtitan components/loss.py at e7c0cae
+# build_cross_entropy_loss wraps cross_entropy(pred.flatten(0, 1).float(), ...) in
+# torch.compile under training.compile (at 9dec370 train.py leaves it eager: "compiling loss
+# function causes CUDA errors, turning off for now"). AOTAutograd's min-cut partitioner
+# (torch/_functorch/partitioners.py, read at pytorch c28ba8e5: a reduction whose output is 4x
+# smaller than its input is never recomputed, pointwise ops are) saves the 16-bit input and the
+# log-softmax's per-row max and sum, not its fp32 output; inductor's joint-graph pattern
+# scatter_upon_const_tensor (torch/_inductor/fx_passes/joint_graph.py) turns nll_loss
+# backward's full + scatter into a pointwise where, so the backward writes the input's 16-bit
+# gradient in one fused kernel. torch's test/inductor/test_scatter_optimization.py
+# test_cross_entropy_loss records a compiled bf16 Linear + CrossEntropyLoss + backward at
+# B, T, V = 32, 1024, 50257 on an A100 at peak_mem = 7.227 GB (10.524 GB without the pattern):
+# 32,768 x 50,257 logits x 2 B = 3.29 GB, so the logits and their gradient (6.59 GB) and little
+# else.
+COMPILED_LOSS_REF = (
+    "torchtitan components/loss.py at e7c0cae; torch _functorch/partitioners.py min-cut, "
+    "_inductor/fx_passes/joint_graph.py scatter_upon_const_tensor"
+)
+
 # Unsloth 2024.11 ("Cut Cross Entropy", commit fa8e59eb1b) computes the loss from the hidden
 # states without the full logits (fused_linear_cross_entropy; unsloth_fused_ce_loss from 2025.8).
 # Before it, CausalLM_fast_forward materialised the LM head's logits in the model's 16-bit dtype
@@ -170,6 +189,20 @@ def loss_bytes_per_logit(ctx: LedgerContext) -> tuple[Fraction, Fraction, Fracti
                 "the backward reaches them; the chunks' gradients are small"
             ),
         )
+    if impl == "compiled":
+        return (
+            Fraction(b),
+            Fraction(2 * b),
+            Fraction(b),
+            (
+                f"a torch.compile'd cross-entropy on the {b}-byte logits' fp32 upcast "
+                f"({COMPILED_LOSS_REF}): the upcast, log-softmax and its backward are fused "
+                f"(no fp32 logits-sized tensor); the compiled graph saves the {b}-byte logits "
+                "and a per-row max and log-sum-exp (small): "
+                f"{b} B per logit at the loss; the loss backward holds the saved logits and "
+                f"their gradient ({b} + {b} B); the LM head's backward the gradient, {b} B"
+            ),
+        )
     if unsloth_inplace_logits(ctx):
         return (
             Fraction(b),
@@ -232,14 +265,18 @@ def loss_label(ctx: LedgerContext) -> str:
         "chunked-fp32": f"chunked fp32 cross-entropy, {settings(ctx).loss_chunks} chunks",
         "chunked-bf16": "chunked 16-bit LM head and cross-entropy",
         "fused": "fused linear cross-entropy, no full logits",
+        "compiled": "compiled fp32 cross-entropy, 16-bit logits and gradient",
     }[impl]
 
 
 def logit_block_bytes(ctx: LedgerContext) -> tuple[int, str]:
     """Bytes per logit of the largest logits-sized block the loss allocates (the fragmentation
-    heuristic's block): an fp32 one unless the loss is Unsloth's in-place 16-bit one."""
+    heuristic's block): an fp32 one unless the loss is Unsloth's in-place 16-bit one or a
+    compiled one (whose largest logits-sized block is the 16-bit gradient)."""
     if unsloth_inplace_logits(ctx):
         return ctx.act_bytes, f"{ctx.act_bytes}-byte logits (Unsloth's in-place loss)"
+    if settings(ctx).loss_impl == "compiled":
+        return ctx.act_bytes, f"{ctx.act_bytes}-byte logits' gradient (the compiled loss)"
     return 4, "fp32 logits"
 
 
@@ -280,10 +317,60 @@ def fp32_residual_stream(ctx: LedgerContext) -> bool:
     copies of q, k, v: transformers casts fp32 inputs to the autocast dtype before flash
     attention.)"""
     return (
-        bool(settings(ctx).fp32_norms)
+        (bool(settings(ctx).fp32_norms) or trl_prepares_kbit(ctx))
         and ctx.spec.weights.format in ("nf4", "fp4")
         and ctx.act_bytes < 4
     )
+
+
+# TRL's SFTTrainer, given a peft_config and a 4-bit model whose Params4bit are on the GPU, runs
+# prepare_model_for_kbit_training (the norms to fp32) and, from 0.8.0, peft_module_casting_to_bf16
+# (the embedding and LM head back to bf16, the norms kept fp32): trl/trainer/sft_trainer.py
+# SFTTrainer.__init__, read at v0.4.7, v0.7.4, v0.8.0, v0.9.6, v0.13.0 (L168-233) and v0.20.0;
+# after the PEFT integration of 2025-08 (#3882) through trl/models/utils.py prepare_peft_model
+# (read at v0.23.0, PEFT's prepare_model_for_kbit_training, and v0.25.0, TRL's own, which casts
+# every float16/bfloat16 parameter with "norm" in its name to float32).
+# v0.26.0 ("Clean up model preparation", #4577, commit 2af35fb0d) drops it: SFTTrainer calls
+# get_peft_model only and casts the trainable parameters to bf16 (sft_trainer.py at v1.1.0).
+# Skipped for a sharded QLoRA model ("one should never call peft_module_casting_to_bf16 or
+# prepare_model_for_kbit_training when doing QLoRA + FSDP / DS-Zero3"): Params4bit on the CPU or
+# the meta device.
+TRL_KBIT_PREPARE_DROPPED = "0.26.0"
+TRL_KBIT_PREPARE_REF = (
+    "TRL SFTTrainer before 0.26.0 runs prepare_model_for_kbit_training on a 4-bit model on the "
+    "GPU (trl/trainer/sft_trainer.py at v0.13.0; trl/models/utils.py prepare_peft_model at "
+    "v0.25.0), dropped in 0.26.0 (commit 2af35fb0d)"
+)
+
+
+def trl_prepares_kbit(ctx: LedgerContext) -> bool:
+    """fp32 norms from TRL's SFTTrainer: the hf-trainer profile (Trainer + PEFT / TRL), its
+    fp32_norms not set in the spec, a stated TRL version older than 0.26.0, and the 4-bit model
+    not sharded (FSDP / ZeRO-3 QLoRA keeps its Params4bit off the GPU, which TRL skips). A
+    plain transformers Trainer, or TRL unstated: the profile's default."""
+    from vramtui.training_profiles import library_version, version_before
+
+    fw = settings(ctx)
+    return (
+        fw.framework == "hf-trainer"
+        and "fp32_norms" not in fw.overridden
+        and library_version(ctx.spec, "trl") is not None
+        and version_before(ctx.spec, "trl", TRL_KBIT_PREPARE_DROPPED)
+        and ctx.spec.placement.data_parallel_sharding == "none"
+    )
+
+
+def fp32_norms_why(ctx: LedgerContext) -> str:
+    """Where the fp32 norms come from, in words."""
+    if trl_prepares_kbit(ctx) and not settings(ctx).fp32_norms:
+        return f"[training.versions] trl {library_version_text(ctx, 'trl')}: {TRL_KBIT_PREPARE_REF}"
+    return settings(ctx).origin("fp32_norms")
+
+
+def library_version_text(ctx: LedgerContext, library: str) -> str:
+    from vramtui.training_profiles import library_version
+
+    return library_version(ctx.spec, library) or "unstated"
 
 
 def torchtitan_op_saves(ctx: LedgerContext) -> bool:
