@@ -31,7 +31,9 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   round 9;
 - `held_out_9` (round 9): the same again, collected while round 9 was tuned. Measured once, on
   2026-12-04 (results `triage-corpus-2026-12-04-round9.md`), then spent: it joined tuning for
-  round 10.
+  round 10;
+- `held_out_10` (round 10): the same again, collected while round 10 was tuned. Measured once,
+  on 2026-12-04 (results `triage-corpus-2026-12-04-round10.md`). Never tuned on.
 
 `--half tuning` is every spent half: development, held_out, held_out_2, ... held_out_9. It is named half by half, so that a half added later stays out of
 it until it has been measured.
@@ -42,7 +44,7 @@ fold's misses and measure the other before and after: that is the estimate of ho
 transfer to repositories never looked at.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
-        [--half development|held_out|held_out_2|...|held_out_9|tuning|both|all]
+        [--half development|held_out|held_out_2|...|held_out_10|tuning|both|all]
         [--fold a|b] [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
@@ -101,6 +103,7 @@ HALVES = (
     "held_out_7",
     "held_out_8",
     "held_out_9",
+    "held_out_10",
 )
 # Named pools of halves: what `--half` accepts besides a single half.
 SPENT_HALVES = (
