@@ -73,7 +73,7 @@ from training_corpus_sources import (
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "training_corpus"
-HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4")
+HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4", "held_out_5")
 
 FRAMEWORKS = (
     "litgpt",

@@ -23,7 +23,8 @@ EXACT = re.compile(r"^[A-Za-z_]+:\s*(\d+)$")
 
 
 def test_corpus_size():
-    assert len(ROWS) == 418  # 200 rows in round 1, 98 in round 2, 77 in round 3, 43 in round 4
+    # 200 rows in round 1, 98 in round 2, 77 in round 3, 43 in round 4, 93 in round 5
+    assert len(ROWS) == 511
     assert len({r.data["source_id"] for r in ROWS}) >= 99
 
 
@@ -100,6 +101,7 @@ def test_every_source_in_exactly_one_half():
         + split["held_out_2"]["sources"]
         + split["held_out_3"]["sources"]
         + split["held_out_4"]["sources"]
+        + split["held_out_5"]["sources"]
     )
     assert len(dev) == len(set(dev)) and len(held) == len(set(held))
     assert not set(dev) & set(held)
@@ -294,3 +296,15 @@ def test_parallel_settings_are_mapped_or_refused_never_dropped():
     cp_row = by_file["torchtitan-bench-h100-202412__18.toml"]
     d, why, *_ = tc.build_spec_dict(cp_row, tc.resolve_arch(cp_row.settings["model"])[0])
     assert d is None and "context parallelism (8 GPUs" in why
+
+
+def test_index_lists_every_row_as_the_rows_say():
+    import importlib.util
+
+    path = REPO / "bench" / "training_corpus_index.py"
+    spec = importlib.util.spec_from_file_location("training_corpus_index", path)
+    index = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(index)
+    text = (tc.CORPUS / "INDEX.md").read_text(encoding="utf-8")
+    assert text == index.render(), "run python bench/training_corpus_index.py"
+    assert text.count("\n- ") == len(ROWS)
