@@ -26,6 +26,7 @@ _TF_OPT_NODE = re.compile(
     r"\w{0,20}/|Apply(?:Adam|Gradient|Momentum|RMSProp)",
     _A,
 )
+_TF_GRADIENTS_SCOPE = re.compile(r"(?:^|/)gradients(?:_\d{1,4})?/", _A)
 _TF_GRAD_NODE = re.compile(r"(?:^|/)gradients?(?:_\d{1,4})?/|_grad/|Grad\b|gradient_tape/", _A)
 
 # TensorFlow 2 names the op on a line of its own, and in "Detected at node" (eager and tf.function).
@@ -79,6 +80,28 @@ CALLER_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 EVENT_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "load",
+        # TensorFlow eager names the op: a normal / truncated-normal draw is a kernel
+        # initialiser filling new weights while the model is built ("[Op:RandomStandardNormal]")
+        re.compile(r"\[Op:(?:RandomStandardNormal|TruncatedNormal)\]", _A),
+        "TensorFlow was drawing a layer's initial weights (a random-normal initialiser) while "
+        "the model was being built",
+    ),
+    (
+        "generate",
+        # an app's own error line naming the inference it was doing: "Error processing or
+        # transcribing /movies/x.avi: CUDA failed with error out of memory", "Failed to
+        # synthesize speech: ...", "Error during generation: ..."
+        re.compile(
+            r"\b(?:[Ee]rror|[Ff]ail(?:ed|ure))\b[^\n]{0,80}?\b(?:transcrib(?:e|ing)|"
+            r"generat(?:e|ing|ion)|synthesi[sz](?:e|ing)|upscal(?:e|ing)|inpaint(?:ing)?|"
+            r"translat(?:e|ing|ion))\b",
+            _A,
+        ),
+        "the app's error line names the inference it was running (transcribing, generating, "
+        "synthesising, upscaling, translating)",
+    ),
     (
         "load",
         re.compile(r"\bRUNTIME_EXCEPTION : Exception during initialization\b", _A),
@@ -233,6 +256,10 @@ def tf_node(text: str) -> str | None:
 
 def tf_node_phase(node: str) -> tuple[str, str] | None:
     """(phase, reason) from a TensorFlow node's name: an optimizer's op or a gradient op."""
+    if _TF_GRADIENTS_SCOPE.search(node):
+        # Keras 2 / TF 1 build the gradients inside the optimizer's name scope
+        # ("training_1/Adam/gradients/loss_1/.../pow_grad/Pow"): a gradient op, not an update
+        return ("backward", f"TensorFlow names the failed op {node}: a gradient op")
     if _TF_OPT_NODE.search(node):
         return ("optimizer_step", f"TensorFlow names the failed op {node}: an optimizer update")
     if _TF_GRAD_NODE.search(node):
@@ -352,6 +379,9 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
         "generate",
         re.compile(
+            # a web server's access line for a request that failed with a 5xx (uvicorn:
+            # '"POST /clone_voice HTTP/1.1" 500 Internal Server Error'): it was serving
+            r"\"POST /[\w/.-]{0,80} HTTP/[12](?:\.[01])?\" 5\d\d\b|"
             r"prompt eval|Processed prompts|Adding requests|Avg prompt throughput|"
             r"Received request|Output generated in \d|Requested to load|Loading \d{1,3} new "
             r"models?|loaded completely|loaded partially|got prompt|Prefill batch",

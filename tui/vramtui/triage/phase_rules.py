@@ -424,7 +424,9 @@ RE_LOAD_CODE = re.compile(
     # a class built from a Hub model id: FlaxWhisperPipline("openai/whisper-large-v2", ...)
     r"\b[A-Z]\w{0,60}\(\s{0,4}[\"'][\w.-]{1,60}/[\w.-]{1,80}[\"']|"
     # TensorFlow 1.x allocating every variable of the graph (the weights) before the first step
-    r"\b(?:global_variables_initializer|initialize_all_variables)\(",
+    r"\b(?:global_variables_initializer|initialize_all_variables)\(|"
+    # JAX / Flax initialising the parameters (model.init(key, x), a sharded init_xmap / init_fn)
+    r"\.init(?:_xmap|_fn|_params|_weights|_state)?\(\s{0,4}(?:jnp\.|jax\.|\w{0,20}key|rng)",
     _A,
 )
 RE_LOAD_WEAK_CODE = re.compile(
