@@ -34,7 +34,9 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   round 10;
 - `held_out_10` (round 10): the same again, collected while round 10 was tuned. Measured once,
   on 2026-12-04 (results `triage-corpus-2026-12-04-round10.md`), then spent: it joined tuning
-  for round 11.
+  for round 11;
+- `held_out_11` (round 11): the same again, collected while round 11 was tuned. Measured once,
+  on 2026-12-04 (results `triage-corpus-2026-12-04-round11.md`). Never tuned on.
 
 `--half tuning` is every spent half: development, held_out, held_out_2, ... held_out_10. It is named half by half, so that a half added later stays out of
 it until it has been measured.
@@ -45,7 +47,7 @@ fold's misses and measure the other before and after: that is the estimate of ho
 transfer to repositories never looked at.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
-        [--half development|held_out|held_out_2|...|held_out_10|tuning|both|all]
+        [--half development|held_out|held_out_2|...|held_out_11|tuning|both|all]
         [--fold a|b] [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
@@ -105,6 +107,7 @@ HALVES = (
     "held_out_8",
     "held_out_9",
     "held_out_10",
+    "held_out_11",
 )
 # Named pools of halves: what `--half` accepts besides a single half.
 SPENT_HALVES = (

@@ -49,6 +49,7 @@ def _split() -> dict[str, str]:
         "held_out_8",
         "held_out_9",
         "held_out_10",
+        "held_out_11",
     ):
         for repo in split.get(half, {}).get("repositories", []):
             assert repo not in half_of, f"{repo} is in both halves"
