@@ -12,7 +12,7 @@ from vramtui.ledger import estimate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-import training_corpus_rows as tc  # noqa: F401  (the bench's mapping, used by later tests)
+import training_corpus_rows as tc
 from test_training_frameworks import _arch, _spec
 
 Q7B = "Qwen/Qwen2.5-7B-Instruct"  # hidden 3,584, MLP intermediate 18,944, vocabulary 152,064
@@ -51,3 +51,59 @@ def test_fused_loss_leaves_no_logits_block_for_the_allocator_by_hand():
     assert _frag(fused, Q7B).stage_bytes["backward"] == 2_483_027_968
     assert _frag(inplace, Q7B).stage_bytes["backward"] == 19_931_332_608
     assert _frag(upcast, Q7B).stage_bytes["backward"] == 39_862_665_216
+
+
+# --------------------------------------------------------------------------- torchao optimisers
+
+L2_7B = "meta-llama/Llama-2-7b"  # 6,738,415,616 parameters (32 layers, hidden 4,096, vocab 32,000)
+
+
+def _torchao_row(optimizer: str):
+    data = {
+        "framework": "torchtune",
+        "framework_version": "torchtune 52d1b838 (PyTorch 2.4)",
+        "n_gpus": 1,
+        "notes": "",
+        "settings": {
+            "model": L2_7B,
+            "method": "full",
+            "precision": "bf16 (full BF16)",
+            "optimizer": optimizer,
+        },
+    }
+    return tc.Row("synthetic.toml", data, "development")
+
+
+def _optimizer_bytes(row) -> int:
+    arch, _ = tc.resolve_arch(L2_7B)
+    d, _, _, _, _ = tc.build_spec_dict(row, arch)
+    from vramtui.spec import spec_from_dict
+
+    items = estimate(spec_from_dict(d, source="synthetic"), arch).items
+    return next(i for i in items if i.key == "optimizer").stage_bytes["optimizer_step"]
+
+
+def test_torchao_8bit_and_fp8_adamw_are_the_specs_8bit_state_by_hand():
+    """torchao/optim/subclass_8bit.py and subclass_fp8.py at ca17609a: `zeros(shape,
+    block_size=256)` makes codes of 1 B a value (uint8, float8_e4m3fn) and
+    `torch.zeros(codes.numel() // block_size)`, one fp32 scale per 256 values; adam.py quantises
+    both AdamW states of every tensor of 4,096 values or more. That is the spec's adamw_8bit
+    (1 B + one fp32 absmax per 256 values per state).
+
+    Llama-2-7B, 6,738,415,616 parameters = 256 x 26,321,936: per state 6,738,415,616 +
+    4 x 26,321,936 = 6,843,703,360 B; two states 13,687,406,720 B. The README's "full BF16"
+    is pure bf16: torch's fused AdamW keeps its states in the bf16 parameters' dtype, 2 x 2 B
+    x 6,738,415,616 = 26,953,662,464 B (it had been sized with fp32 states, twice that).
+    torchao's AdamW4bit (subclass_4bit.py: two 4-bit codes per uint8 and one fp32 scale per 128
+    values) has no spec value and stays sized as AdamW, listed as an approximation."""
+    assert 256 * 26_321_936 == 6_738_415_616
+    assert 2 * (6_738_415_616 + 4 * 26_321_936) == 13_687_406_720
+    assert 2 * 2 * 6_738_415_616 == 26_953_662_464
+    for name in ("torchao AdamW8bit", "torchao AdamWFp8", "bitsandbytes AdamW8bit"):
+        assert _optimizer_bytes(_torchao_row(name)) == 13_687_406_720, name
+    assert _optimizer_bytes(_torchao_row("torch.optim.AdamW (fused)")) == 26_953_662_464
+    four = _torchao_row("torchao AdamW4bit")
+    arch, _ = tc.resolve_arch(L2_7B)
+    _, _, _, approx, _ = tc.build_spec_dict(four, arch)
+    assert any("no 4-bit state" in a for a in approx)
+    assert _optimizer_bytes(four) == 26_953_662_464
