@@ -45,8 +45,9 @@ def test_fused_loss_leaves_no_logits_block_for_the_allocator_by_hand():
     assert 2 * 32768 * 152_064 * 4 == 39_862_665_216
     assert 2 * 32768 * 18_944 * 2 == 2_483_027_968
     common = dict(model=Q7B, kind="qlora", fmt="nf4", seq=32768, mb=2, ckpt="full")
-    fused = _spec(training='framework = "unsloth"\n[training.versions]\nunsloth = "2025.3.15"', **common)
-    inplace = _spec(training='framework = "unsloth"\n[training.versions]\nunsloth = "2024.8"', **common)
+    unsloth = 'framework = "unsloth"\n[training.versions]\nunsloth = '
+    fused = _spec(training=unsloth + '"2025.3.15"', **common)
+    inplace = _spec(training=unsloth + '"2024.8"', **common)
     upcast = _spec(training='framework = "custom"', **common)
     assert _frag(fused, Q7B).stage_bytes["backward"] == 2_483_027_968
     assert _frag(inplace, Q7B).stage_bytes["backward"] == 19_931_332_608
