@@ -378,7 +378,12 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
     opt = str(s.get("optimizer", "")).lower()
     if not opt:
         defaults.append("training.optimizer = adamw")
-    elif "8bit" in opt or "8-bit" in opt:
+    elif "8bit" in opt or "8-bit" in opt or "adamwfp8" in opt:
+        # torchao's AdamW8bit and AdamWFp8 (torchao/optim/subclass_8bit.py and subclass_fp8.py
+        # at ca17609a: `zeros(shape, block_size=256)` -> uint8 / float8_e4m3fn codes, 1 B a
+        # value, and `torch.zeros(codes.numel() // block_size)`, one fp32 scale per 256; adam.py
+        # quantises both states of every tensor of >= 4,096 values) hold what bitsandbytes'
+        # 8-bit AdamW does, 1 B + 4 / 256 B a state value: the spec's adamw_8bit.
         t["optimizer"] = "adamw_8bit"
         t.pop("optimizer_state_dtype", None)
     elif "adafactor" in opt:
@@ -390,6 +395,9 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
         else:
             approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no paged field)")
     elif "4bit" in opt:
+        # torchao's AdamW4bit (subclass_4bit.py at ca17609a: two 4-bit codes packed per uint8,
+        # one fp32 scale per 128 values: 0.5 + 4 / 128 B a state value) has no spec value:
+        # optimizer_state_dtype is fp32 or bf16, adamw_8bit is 1 B + 4 / 256.
         t["optimizer"] = "adamw"
         approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no 4-bit state)")
     elif "adam" in opt:

@@ -305,13 +305,21 @@ TASK_OF_METHOD = {"full": "full_finetune", "lora": "lora", "qlora": "qlora"}
 # and standard-peft scenarios at 24bdadb: `torch_dtype: bfloat16`, no `bf16: True`, and
 # accelerate.yaml `mixed_precision: 'no'`, so no autocast and no FSDP MixedPrecision: the
 # Trainer at transformers 4.48.1 keeps no fp32 copy and torch.optim.AdamW's states take the
-# parameters' dtype, `torch.zeros_like(p)`).
+# parameters' dtype, `torch.zeros_like(p)`). Round 9: fsdp_qlora's `--precision bf16` as the
+# PEFT maintainer's train.py runs it (BenjaminBossan/peft-experiments at e0e5696,
+# answerai/llama2-qlora-fsdp/train.py, copied from fsdp_qlora cec4386685: `torch_dtype,
+# compute_dtype = torch.bfloat16, torch.bfloat16` and `mp_policy = None`, the README: "dtype:
+# bfloat16 (also for LoRA weights)"; the held_out_2 answer.ai rows' "bf16" already read so);
+# torchao's low-bit optimizer benchmark (pytorch/ao torchao/optim/README.md at ca17609a: "full
+# BF16", torchtune 52d1b838's single-device full fine-tune with dtype bf16).
 PURE_BF16 = (
     "bf16-true",
     "bf16",
     "bf16 (dtype: bf16)",
     "bfloat16 (model dtype; use_amp false)",
     "torch_dtype bfloat16 (pure bf16 weights; no mixed precision flag)",
+    "bf16 (pure bf16, --precision bf16)",
+    "bf16 (full bf16)",
 )
 
 # LitGPT's LoRA flags and torchtune's lora_attn_modules names, by what they adapt.

@@ -686,7 +686,9 @@ def test_unsloth_before_2024_11_keeps_16bit_logits_and_writes_their_gradient_in_
     for training in (UNSLOTH, UNSLOTH + '\nversions = { unsloth = "2024.11.6" }'):
         cur = estimate(_spec(training=training, lora=LLAMA_TARGETS), arch)
         assert _item(cur, "logits.training").stage_bytes["backward"] == 0
-        assert _item(cur, "overhead.fragmentation").stage_bytes["backward"] == 2_101_346_304
+        # round 9: the fused loss leaves no logits block; an MLP intermediate,
+        # 8 x 512 tokens x 8,192 x 2 B = 67,108,864 B (test_training_round9.py)
+        assert _item(cur, "overhead.fragmentation").stage_bytes["backward"] == 67_108_864
     # another framework: the Unsloth version changes nothing
     hf = estimate(_spec(training='versions = { unsloth = "2024.5" }'), arch)
     assert (

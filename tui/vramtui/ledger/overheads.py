@@ -139,16 +139,27 @@ def overhead_items(ctx: LedgerContext) -> list[LedgerItem]:
 def _fragmentation(ctx: LedgerContext, items) -> LedgerItem | None:
     """Heuristic: the caching allocator can hold one freed block of the largest transient."""
     if ctx.is_training:
-        from vramtui.ledger.training_mechanisms import logit_block_bytes
+        from vramtui.ledger.training_mechanisms import logit_block_bytes, no_logits_block
 
         mb, s = ctx.spec.batch.micro_batch, ctx.spec.lengths.seq_len
-        per, per_say = logit_block_bytes(ctx)
-        biggest = mb * s * ctx.arch.vocab_size * per
-        what = (
-            f"one block of the {per_say} ({mb} x {s:,} x {ctx.arch.vocab_size:,} x {per} B)"
-            if per != 4
-            else f"one fp32 logits-sized block ({mb} x {s:,} x {ctx.arch.vocab_size:,} x 4 B)"
-        )
+        if no_logits_block(ctx):
+            # A fused linear cross-entropy (Cut Cross-Entropy) never allocates a logits-sized
+            # block for the allocator to keep: the largest transient left is an MLP
+            # intermediate, the block the inference heuristic below keeps.
+            width = ctx.arch.intermediate_size or ctx.arch.moe_intermediate_size
+            biggest = mb * s * width * ctx.act_bytes
+            what = (
+                f"one MLP-intermediate block ({mb} x {s:,} tokens x {width} x "
+                f"{ctx.act_bytes} B; the fused loss allocates no logits)"
+            )
+        else:
+            per, per_say = logit_block_bytes(ctx)
+            biggest = mb * s * ctx.arch.vocab_size * per
+            what = (
+                f"one block of the {per_say} ({mb} x {s:,} x {ctx.arch.vocab_size:,} x {per} B)"
+                if per != 4
+                else f"one fp32 logits-sized block ({mb} x {s:,} x {ctx.arch.vocab_size:,} x 4 B)"
+            )
         stages = ("forward", "backward", "optimizer_step", "validation")
     else:
         tokens, _, _ = prefill_step_tokens(ctx)
