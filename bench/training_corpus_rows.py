@@ -73,7 +73,15 @@ from training_corpus_sources import (
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "training_corpus"
-HALVES = ("development", "held_out", "held_out_2", "held_out_3", "held_out_4", "held_out_5")
+HALVES = (
+    "development",
+    "held_out",
+    "held_out_2",
+    "held_out_3",
+    "held_out_4",
+    "held_out_5",
+    "held_out_6",
+)
 
 FRAMEWORKS = (
     "litgpt",
@@ -610,6 +618,11 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
     if task == "full_finetune" and weights["format"] not in ("fp32", "bf16", "fp16"):
         return None, f"full fine-tune of {weights['format']} weights", [], [], []
     cp = int(s.get("context_parallel") or 1)
+    # Ulysses / DeepSpeed sequence parallelism splits each sequence across GPUs as context
+    # parallelism does ("ulysses sp 64", sequence_parallel_size: 64)
+    sp = re.search(r"\d{1,6}", str(s.get("sequence_parallel") or ""))
+    if sp and int(sp.group(0)) > 1:
+        cp = max(cp, int(sp.group(0)))
     if cp > 1:
         return (
             None,
@@ -833,7 +846,13 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
         if "lora_alpha" in s:
             lora["alpha"] = s["lora_alpha"]
         if "lora_targets" in s:
-            targets, tnotes = map_targets(list(s["lora_targets"]), arch)
+            raw = s["lora_targets"]
+            # one string ("all", LLaMA-Factory's lora_target: all) is one target, not characters
+            raw = [raw] if isinstance(raw, str) else list(raw)
+            if raw == ["all"]:
+                raw = ["all-linear"]
+                notes.append("lora_targets 'all' (LLaMA-Factory: every linear layer) as all-linear")
+            targets, tnotes = map_targets(raw, arch)
             notes += tnotes
         else:
             targets = list(LORA_DEFAULTS["targets"])

@@ -538,6 +538,12 @@ UNMODELLED_SETTINGS = {
     "pp_schedule": "the pipeline schedule's in-flight micro-batches are not itemised",
     "use_dora": "DoRA's magnitude vectors and extra activations are not itemised",
     "num_virtual_tokens": "prefix/prompt tuning is sized as LoRA would not be: not itemised",
+    "tiled_mlp": "ArcticTraining's tiled MLP (the MLP computed in sequence tiles) is not itemised",
+    "activation_checkpoint_cpu_offload": (
+        "checkpointed activations offloaded to the CPU (ArcticTraining) are not mapped: sized on "
+        "the GPU"
+    ),
+    "dora": "DoRA's magnitude vectors and extra activations are not itemised",
 }
 
 
