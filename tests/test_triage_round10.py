@@ -9,19 +9,11 @@ hand in the printer's convention. Every rule has a counter-case it must not fire
 
 from __future__ import annotations
 
+from triage_reading import reading, stage
+
 from vramtui.triage.reader import read_log
 
 GiB = 2**30
-
-
-def reading(text: str):
-    r = read_log(text)
-    assert r.is_oom, r.not_oom_reason
-    return r
-
-
-def stage(text: str) -> str:
-    return reading(text).phase.phase
 
 
 # ------------------------------------------------------------------ detection and figures

@@ -8,13 +8,7 @@ counter-case it must not fire on.
 
 from __future__ import annotations
 
-from vramtui.triage.reader import read_log
-
-
-def stage(text: str) -> str:
-    r = read_log(text)
-    assert r.is_oom, r.not_oom_reason
-    return r.phase.phase
+from triage_reading import stage
 
 
 def test_an_apps_error_line_naming_the_transcription():

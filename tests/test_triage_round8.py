@@ -11,6 +11,8 @@ hand in the printer's convention. Every rule has a counter-case it must not fire
 
 from __future__ import annotations
 
+from triage_reading import reading, stage
+
 from vramtui.triage.reader import read_log
 
 MiB = 2**20
@@ -20,16 +22,6 @@ TORCH_2X = (
     "capacity of 23.56 GiB of which 14.44 MiB is free. Of the allocated memory 22.21 GiB is "
     "allocated by PyTorch, and 300.00 MiB is reserved by PyTorch but unallocated."
 )
-
-
-def reading(text: str):
-    r = read_log(text)
-    assert r.is_oom, r.not_oom_reason
-    return r
-
-
-def stage(text: str) -> str:
-    return reading(text).phase.phase
 
 
 # ------------------------------------------------------------------ figures

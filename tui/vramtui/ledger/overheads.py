@@ -138,6 +138,7 @@ def overhead_items(ctx: LedgerContext) -> list[LedgerItem]:
 
 def _fragmentation(ctx: LedgerContext, items) -> LedgerItem | None:
     """Heuristic: the caching allocator can hold one freed block of the largest transient."""
+    width = ctx.arch.intermediate_size or ctx.arch.moe_intermediate_size  # an MLP intermediate
     if ctx.is_training:
         from vramtui.ledger.training_mechanisms import logit_block_bytes, no_logits_block
 
@@ -146,7 +147,6 @@ def _fragmentation(ctx: LedgerContext, items) -> LedgerItem | None:
             # A fused linear cross-entropy (Cut Cross-Entropy) never allocates a logits-sized
             # block for the allocator to keep: the largest transient left is an MLP
             # intermediate, the block the inference heuristic below keeps.
-            width = ctx.arch.intermediate_size or ctx.arch.moe_intermediate_size
             biggest = mb * s * width * ctx.act_bytes
             what = (
                 f"one MLP-intermediate block ({mb} x {s:,} tokens x {width} x "
@@ -163,7 +163,6 @@ def _fragmentation(ctx: LedgerContext, items) -> LedgerItem | None:
         stages = ("forward", "backward", "optimizer_step", "validation")
     else:
         tokens, _, _ = prefill_step_tokens(ctx)
-        width = ctx.arch.intermediate_size or ctx.arch.moe_intermediate_size
         biggest = tokens * width * ctx.act_bytes
         what = f"one MLP-intermediate block ({tokens:,} tokens x {width} x {ctx.act_bytes} B)"
         stages = ("prefill", "decode")
