@@ -96,11 +96,14 @@ def shortlist(
     today: datetime.date | None = None,
     checkpoint=None,
     price_max_age_days: float | None = None,
+    placement_hints: bool = True,
 ) -> Shortlist:
     """Classify every offer of `catalog` against `spec` (with its estimate `est`; `checkpoint`
     is the local model directory's CheckpointInfo the estimate used, for the placement hints).
     Prices seen more than `price_max_age_days` before `today` (default: the catalogue's
-    setting, else 30) are flagged "price to re-check" (vramtui.price_age)."""
+    setting, else 30) are flagged "price to re-check" (vramtui.price_age). `placement_hints`
+    False skips the hints (each costs estimates under other placements; they never change a
+    candidate's status), for callers that read only the statuses and capacities."""
     today = today or datetime.date.today()
     from vramtui.price_age import with_price_age
 
@@ -133,9 +136,10 @@ def shortlist(
         classify_offer(spec, est, offer, catalog.gpu_for(offer), costs[offer.id], context)
         for offer in catalog.offers.values()
     ]
-    from vramtui.placement_hint import with_placement_hints
+    if placement_hints:
+        from vramtui.placement_hint import with_placement_hints
 
-    candidates = with_placement_hints(candidates, spec, est, context, checkpoint)
+        candidates = with_placement_hints(candidates, spec, est, context, checkpoint)
     candidates = [with_price_age(c, today, max_age) for c in candidates]
     ranked = sorted(
         (c for c in candidates if c.status == FIT),

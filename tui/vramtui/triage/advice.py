@@ -510,7 +510,8 @@ def _capacity(spec, est, arch, catalog, overall_from_error, failed_capacity):
 
     target = max(est.peak_bytes, overall_from_error or 0)
     floor = int(failed_capacity * SAME_CARD_FRACTION) if failed_capacity else 0
-    sl = shortlist(spec, est, catalog, arch=arch)
+    # Only statuses and capacities are read here: no placement hints (they cost estimates).
+    sl = shortlist(spec, est, catalog, arch=arch, placement_hints=False)
     for c in sl.candidates:
         if c.status == EXCLUDED and any(r.key != "memory" for r in c.failing):
             continue
