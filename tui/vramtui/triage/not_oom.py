@@ -43,6 +43,12 @@ HOST_RAM_ALLOC = (
     "by allocator mklcpu",
     "std::bad_alloc",
     "JavaScript heap out of memory",
+    # page-locked host memory (cudaHostAlloc): llama.cpp's "failed to allocate 24000.00 MiB of
+    # pinned memory: out of memory; using pageable ... fallback"
+    "of pinned memory",
+    # MuJoCo's arena in host memory (engine_memory.c): "mj_stackAlloc: out of memory, stack
+    # overflow"
+    "mj_stackAlloc: out of memory",
 )
 # ollama's scheduler before it loads a model: "model requires more system memory (5.0 GiB) than
 # is available (3.9 GiB)" compares the host's free RAM with what the CPU part needs

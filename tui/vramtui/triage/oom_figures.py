@@ -210,12 +210,12 @@ _GENERIC_FIELDS = (
     ("tried_to_allocate_bytes", ascii_re(r"\balloc(?:ation)? failed \(" + _Q + r"\)")),
     # faiss-gpu's StandardGpuResources (faiss/gpu/StandardGpuResources.cpp allocMemory):
     # "alloc fail type TemporaryMemoryBuffer dev 0 space Device stream 0x55fd... size
-    # 1610612736 bytes (cudaMalloc error out of memory [2])": the request, in bytes
+    # 1610612736 bytes (cudaMalloc error out of memory [2])": the request, in bytes. A wrapped
+    # paste starts the message's line at "dev 0 space Device <tab>stream ...".
     (
         "tried_to_allocate_bytes",
         ascii_re(
-            r"\balloc fail type \w{1,40} dev -?\d{1,3} space \w{1,20} stream (?:0x)?"
-            r"[0-9a-fA-F]{1,16} size " + _Q
+            r"\bdev -?\d{1,3} space \w{1,20}\s{1,8}stream (?:0x)?[0-9a-fA-F]{1,16} size " + _Q
         ),
     ),
 )
@@ -532,6 +532,24 @@ def read_xla(text: str, f: Facts) -> None:
     m = _XLA_GPU.search(text)
     if m:
         f.set_gpu(m.group(1) or m.group(2) or m.group(3))
+
+
+# PaddlePaddle's allocator message (1024-based sizes written kB/MB/GB: the form reads them with
+# binary_si); the "allocated" figure is the card's total less its free memory (cudaMemGetInfo),
+# every process together.
+_PADDLE_FIELDS = (
+    ("tried_to_allocate_bytes", ascii_re(r"Cannot allocate " + _Q + r" memory on GPU")),
+    ("already_allocated_bytes", ascii_re(_Q + r" memory has been allocated")),
+    ("free_bytes", ascii_re(r"available memory is only " + _Q)),
+)
+_PADDLE_GPU = ascii_re(r"Out of memory error on GPU (\d{1,3})\.")
+
+
+def read_paddle(text: str, f: Facts) -> None:
+    _fields(text, f, _PADDLE_FIELDS)
+    m = _PADDLE_GPU.search(text)
+    if m:
+        f.set_gpu(m.group(1))
 
 
 # TensorRT-LLM's executor creation (tensorrt_llm/_torch/pyexecutor): figures in GiB, no unit.

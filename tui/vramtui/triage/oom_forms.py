@@ -34,6 +34,7 @@ from vramtui.triage.oom_figures import (
     read_nccl_size,
     read_nothing,
     read_ollama,
+    read_paddle,
     read_tgi,
     read_tgi_span,
     read_torch,
@@ -86,6 +87,8 @@ FRAMEWORKS = (
     "directml",
     "metal",
     "openvino",
+    "paddle",
+    "rmm",
 )
 # Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
 # PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
@@ -150,6 +153,9 @@ class Form:
     # `tail` reads each of the next `tail_lines` lines (blank ones too) into the same Facts
     tail: Callable[[str, Facts], None] | None = None
     tail_lines: int = 0
+    # forms whose message this one's start line may continue: under one of them, a line that
+    # starts this form is read as the rest of that message, not as a message of its own
+    continues: tuple[str, ...] = ()
 
 
 # Words that put "CUDA out of memory" in a reporter's sentence, each a fixed-width lookbehind.
@@ -175,6 +181,9 @@ _PROSE_BEFORE = "".join(
         "giving",
         "run",
         "runs",
+        # an article: "i get a CUDA out of memory." names the error in a sentence
+        "a",
+        "the",
     )
 )
 
@@ -537,6 +546,9 @@ FORMS: tuple[Form, ...] = (
         # VK_ERROR_OUT_OF_DEVICE_MEMORY in vulkan_core.h; -1, host memory, is not matched)
         ascii_re(
             r"\bVK_ERROR_OUT_OF_DEVICE_MEMORY\b|"
+            # Omniverse / Isaac's carb.graphics-vulkan prints the name without VK_:
+            # "VkResult: ERROR_OUT_OF_DEVICE_MEMORY"
+            r"\bVkResult: ERROR_OUT_OF_DEVICE_MEMORY\b|"
             r"\bvk(?:AllocateMemory|CreateBuffer|CreateImage|MapMemory) failed:? {0,2}\(?-2\b"
         ),
         "allocation",
@@ -568,6 +580,44 @@ FORMS: tuple[Form, ...] = (
         read_nothing,
         exception_prefix=False,
         keys=("MTLCommandBufferErrorDomain", "IOAF code 8"),
+    ),
+    Form(
+        "paddle",
+        # PaddlePaddle's CUDA allocators (paddle/fluid/memory/allocation/cuda_allocator.cc and
+        # its siblings): "Out of memory error on GPU 0. Cannot allocate 558.000000MB memory on
+        # GPU 0, 7.999695GB memory has been allocated and available memory is only 0.000000B."
+        # Sizes are string::HumanReadableSize: divided by 1024, written B/kB/MB/GB.
+        ascii_re(r"\bOut of memory error on GPU \d{1,3}\. {0,2}Cannot allocate \d"),
+        "allocation",
+        "paddle",
+        read_paddle,
+        binary_si=True,
+        keys=("Out of memory error on GPU",),
+    ),
+    Form(
+        "xla_compile_space",
+        # XLA's compile-time check printed without the RESOURCE_EXHAUSTED status (TensorFlow 1.x
+        # TPUEstimator: "Compilation failure: Ran out of memory in memory space hbm. Used 12.34G
+        # of 8.00G hbm. Exceeded hbm capacity by 4.34G.")
+        ascii_re(r"\bRan out of memory in memory space \w{1,10}\. Used \d"),
+        "allocation",
+        _xla_family,
+        read_xla,
+        exception_prefix=False,
+        keys=("memory in memory space",),
+    ),
+    Form(
+        "rmm",
+        # RAPIDS' memory manager (cuDF, cuML, RAFT, Milvus' GPU indexes): rmm::out_of_memory,
+        # "out_of_memory: RMM failure at:.../pool_memory_resource.hpp:195: Maximum pool size
+        # exceeded" (the pool's limit), or "out_of_memory: CUDA error at: ...: cudaErrorMemory
+        # Allocation out of memory" (the device)
+        ascii_re(r"\bout_of_memory: (?:RMM failure|CUDA error) at:"),
+        "allocation",
+        "rmm",
+        read_nothing,
+        exception_prefix=False,
+        keys=("out_of_memory: ",),
     ),
     Form(
         "cuda_error",
@@ -650,13 +700,22 @@ FORMS: tuple[Form, ...] = (
         ascii_re(
             r"^\s{0,8}Tried to allocate \d[\d.,]{0,24}\s?[KMGT]i?B \((?:GPU|XPU|HIP) {1,3}\d{1,4}; "
             r"[^\n]{0,40}total ?capac|(?<!B )\((?:GPU|XPU|HIP) {1,3}\d{1,4}; \d[\d.,]{0,24}\s?"
-            r"[KMGT]i?B total ?capac\w{1,4}; \d[\d.,]{0,24}\s?[KMGT]i?B already allocated"
+            r"[KMGT]i?B total ?capac\w{1,4}; \d[\d.,]{0,24}\s?[KMGT]i?B already allocated|"
+            # the 2.x sentence form cut the same way: "Tried to allocate 4.00 GiB. GPU 2 has a
+            # total capacity of 21.99 GiB of which 1.21 GiB is free. ..."
+            r"^\s{0,8}Tried to allocate \d[\d.,]{0,24}\s?[KMGT]i?B\. {1,2}(?:GPU|XPU) {0,2}\d{1,4} "
+            r"has a total capac"
         ),
         "allocation",
         "pytorch",
         read_torch,
-        end=ascii_re(r"(?:by Py[Tt]orch|cached|inactive)\)\s*$"),
+        end=ascii_re(
+            r"(?:by Py[Tt]orch|cached|inactive)\)\s*$|memory in use\.\s*$|"
+            r"environment-variables\)|alloc-conf\)|_ALLOC_CONF\s*$|fragmentation\.\s*$"
+        ),
         keys=("Tried to allocate", "already allocated"),
+        # "CUDA out of memory." on one line and its figures on the next
+        continues=("torch", "torch_generic", "generic"),
     ),
     Form(
         "nnabla",

@@ -355,6 +355,8 @@ def _from_event_line(log: CleanLog, event_idx: int) -> PhaseVerdict | None:
         if j > event_idx and not text.strip():
             break
         hit = log_rules.event_line_rule(text)
+        if hit is None and j == event_idx:
+            hit = log_rules.logger_prefix_rule(log.prefixes[j])
         if hit:
             return _line_verdict(log, j, *hit)
     return None

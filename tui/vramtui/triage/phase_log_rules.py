@@ -255,7 +255,9 @@ def tf_node(text: str) -> str | None:
 
 
 def tf_node_phase(node: str) -> tuple[str, str] | None:
-    """(phase, reason) from a TensorFlow node's name: an optimizer's op or a gradient op."""
+    """(phase, reason) from a TensorFlow node's name: an optimizer's op or a gradient op (an
+    optimizer slot's initialiser, "kernel/Adam/Initializer/zeros", is the optimizer's states
+    being created: optimizer_step, as DeepSpeed's "initializing optimizer states")."""
     if _TF_GRADIENTS_SCOPE.search(node):
         # Keras 2 / TF 1 build the gradients inside the optimizer's name scope
         # ("training_1/Adam/gradients/loss_1/.../pow_grad/Pow"): a gradient op, not an update
@@ -265,6 +267,28 @@ def tf_node_phase(node: str) -> tuple[str, str] | None:
     if _TF_GRAD_NODE.search(node):
         return ("backward", f"TensorFlow names the failed op {node}: a gradient op")
     return None
+
+
+# Python logging's basic format names the logger before the message, "ERROR:bio_embeddings.
+# embed.embedder_interfaces:Error processing batch ...": the reader strips it as a prefix, and
+# a logger module named for an inference task says what was running.
+_INFERENCE_LOGGER = re.compile(
+    r"^(?:ERROR|CRITICAL|WARNING):(?:\w{1,40}\.){0,6}(?:embed|infer|predict|generat|transcri|"
+    r"synthes)\w{0,20}[.:]",
+    _A,
+)
+
+
+def logger_prefix_rule(prefix: str) -> tuple[str, str] | None:
+    """(phase, reason) from the logger prefix stripped from the error line."""
+    m = _INFERENCE_LOGGER.match(prefix)
+    if m is None:
+        return None
+    return (
+        "generate",
+        f"the error was logged by {m.group(0)[:-1].split(':', 1)[1]}, an inference module "
+        "(embedding, inference, prediction, generation, transcription)",
+    )
 
 
 def event_line_rule(text: str) -> tuple[str, str] | None:
@@ -323,6 +347,18 @@ LOG_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
             re.IGNORECASE | _A,
         ),
         "the log was in the evaluation loop (validation / prediction)",
+    ),
+    (
+        "other",
+        # TensorRT's builder choosing kernels for each layer ("Autotuning format combination:
+        # Float(...) -> Float(...)", "Constructing optimization profile number 0 out of 1"):
+        # the network is being built into an engine, offline
+        re.compile(
+            r"\bAutotuning format combination:|\bConstructing optimization profile number \d",
+            _A,
+        ),
+        "TensorRT's builder was building an engine from the network (an offline conversion, "
+        "like an export: neither training nor serving)",
     ),
     (
         "other",

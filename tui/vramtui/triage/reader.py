@@ -184,7 +184,8 @@ class _Reader:
                     break
                 if _STRUCTURAL.match(cont.lstrip()) or self.is_code_line(j):
                     break
-                if self.match_start(self.norm(j)) is not None:
+                hit = self.match_start(self.norm(j))
+                if hit is not None and form.name not in hit[0].continues:
                     break  # the next line starts a message of its own (a repeated OOM line)
                 pieces.append(cont)
                 widths.append(len(pj) + len(cont))
@@ -717,7 +718,12 @@ def read_log(text: str) -> TriageReading:
     )
     events = _postprocess(found, reader, ollama)  # line_no: 1 + index in the cleaned lines
     # the host's RAM, not the GPU's: said by not_oom_reason (not_oom.near_miss), not an event
-    events = [e for e in events if not any(mark in e.message for mark in HOST_RAM_ALLOC)]
+    # (RMM throws its device out_of_memory as a std::bad_alloc: the words say the device)
+    events = [
+        e
+        for e in events
+        if e.framework == "rmm" or not any(mark in e.message for mark in HOST_RAM_ALLOC)
+    ]
     events = _mark_echoes(_mark_headings(events, log), log)
     failures = [e.message for e in events if e.is_failure]
     if failures and _host_error_beside_retries(reader, failures):
