@@ -871,12 +871,16 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
 
 @cache
 def find_card(name: str):
-    from vramtui.catalog import find_gpu, load_catalog
+    from vramtui.catalog import load_catalog
+    from vramtui.gpu_match import GpuMatchError, match_gpu
 
     if not name:
         return None
     catalog = load_catalog(use_user_config=False)
-    gpu = find_gpu(catalog, name)
+    try:
+        gpu = match_gpu(catalog.gpus, name)  # as `vramtui fit --gpu` resolves it
+    except GpuMatchError:
+        gpu = None
     if gpu is None and name.strip().lower() in GPU_NAMES:
         gpu = catalog.gpus.get(GPU_NAMES[name.strip().lower()])
     return gpu

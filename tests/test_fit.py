@@ -253,7 +253,8 @@ def test_cli_fit_text_and_json(capsys):
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["--gpu", "rtx-9999"], "not a catalogue card"),
+        (["--gpu", "rtx-9999"], "'rtx-9999' is not in the GPU catalogue"),
+        (["--gpu", "A100"], "matches several catalogue cards"),
         (["--gpu", "rtx-4090", "--gpus", "0"], "--gpus must be at least 1"),
         (["--gpu", "rtx-4090", "--gpus", "100001"], "limit of 100,000"),
         (["--gpu", "rtx-4090", "--margin", "75%"], "limit for a margin share"),
@@ -279,3 +280,22 @@ def test_cli_fit_dry_run_without_the_extra_says_so_in_one_line(monkeypatch, caps
     captured = capsys.readouterr()
     assert "not installed" in captured.err and captured.err.count("\n") == 1
     assert "micro-batch" in captured.out  # the ledger's answer is still printed
+
+
+@pytest.mark.parametrize(
+    ("name", "card"),
+    [
+        # names as users and logs write them: vendor words, a size, a remark in parentheses
+        ("NVIDIA A100 80GB", "a100-80gb-sxm"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb-sxm"),
+        ("NVIDIA A100 40GB PCIe", "a100-40gb-pcie"),
+        ("AMD MI300X", "mi300x"),
+        ("Tesla V100-SXM2 16GB", "v100-16gb"),
+        ("RTX 3090 24GB (power limited to 280W, no NVLink)", "rtx-3090"),
+        ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+    ],
+)
+def test_fit_resolves_a_card_written_as_users_write_it(name, card, capsys):
+    spec = str(SAMPLES / "qlora-7b.toml")
+    assert main(["fit", spec, "--gpu", name, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["capacity"]["gpu"] == card

@@ -13,7 +13,7 @@ import pytest
 from vramtui.catalog import load_catalog
 from vramtui.cli import main
 from vramtui.offer_import import command as import_command
-from vramtui.offer_import.gpu_match import GpuMatchError, match_gpu
+from vramtui.gpu_match import GpuMatchError, match_gpu
 from vramtui.offer_import.writer import MAX_ID_CHARS
 
 DATA = Path(__file__).resolve().parent / "data" / "offers"

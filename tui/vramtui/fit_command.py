@@ -103,22 +103,13 @@ def _margin(args, spec):
 
 
 def _card(catalog, name: str, flag: str = "--gpu"):
-    from vramtui.catalog import find_gpu
+    from vramtui.gpu_match import GpuMatchError, match_gpu
+    from vramtui.safe_text import safe_line
 
-    gpu = find_gpu(catalog, name)
-    if gpu is None:
-        import difflib
-
-        from vramtui.safe_text import safe_line
-
-        ids = sorted(catalog.gpus)
-        close = difflib.get_close_matches(name.strip().lower(), ids, n=3, cutoff=0.5)
-        hint = f" (close: {', '.join(close)})" if close else ""
-        raise SpecError(
-            f"{flag} {safe_line(name)[:80]!r} is not a catalogue card{hint}: use an id, alias "
-            "or NVML name from `vramtui gpus`"
-        )
-    return gpu
+    try:
+        return match_gpu(catalog.gpus, name)
+    except GpuMatchError as exc:
+        raise SpecError(f"{flag}: {safe_line(str(exc))}") from None
 
 
 def cmd_fit(args) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from vramtui.catalog import INTERCONNECTS
 from vramtui.limits import MAX_GPUS, MAX_MONEY, is_finite_number, show_number
-from vramtui.offer_import.gpu_match import GpuMatchError, match_gpu
+from vramtui.gpu_match import GpuMatchError, match_gpu
 from vramtui.safe_text import safe_line, safe_text
 
 MAX_FIELD_CHARS = 200  # provider, gpu, region, title, currency, billing unit, a number as text

@@ -67,15 +67,15 @@ def gpus_named_in(text: str, catalog) -> list:
 
 def resolve_failed_gpu(name: str, catalog):
     """The catalogue card the user says failed, or one line naming the problem and the fix."""
-    from vramtui.catalog import find_gpu
+    from vramtui.gpu_match import GpuMatchError, match_gpu
+    from vramtui.safe_text import safe_line
 
-    gpu = find_gpu(catalog, name) if catalog is not None else None
-    if gpu is None:
-        raise SpecError(
-            f"--failed-gpu {name!r} is not a catalogue card: use an id, alias or NVML name "
-            "from `vramtui gpus`"
-        )
-    return gpu
+    if catalog is None:
+        raise SpecError(f"--failed-gpu {safe_line(name)[:80]!r}: no GPU catalogue is loaded")
+    try:
+        return match_gpu(catalog.gpus, name)
+    except GpuMatchError as exc:
+        raise SpecError(f"--failed-gpu: {safe_line(str(exc))}") from None
 
 
 def failed_card_capacity(
@@ -95,10 +95,13 @@ def failed_card_capacity(
         named = gpus_named_in(log_text or "", catalog)
         if len(named) == 1:
             return named[0].usable().bytes, f"the card the log names ({named[0].name})"
-        from vramtui.catalog import find_gpu
+        from vramtui.gpu_match import GpuMatchError, match_gpu
 
         for m in reversed(spec.measured):
-            gpu = find_gpu(catalog, m.device) if m.device else None
+            try:
+                gpu = match_gpu(catalog.gpus, m.device) if m.device else None
+            except GpuMatchError:
+                gpu = None
             if gpu is not None:
                 return gpu.usable().bytes, f"the spec's measured card ({gpu.name})"
     return None, ""

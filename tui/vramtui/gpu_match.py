@@ -1,4 +1,6 @@
-"""A GPU as a provider names it ("A100 (40 GB SXM4)", "RTX 4090", "H100 SXM") -> a catalogue id.
+"""A GPU as a provider or a user names it ("A100 (40 GB SXM4)", "NVIDIA A100 80GB", "RTX 4090",
+"H100 SXM") -> a catalogue card. Offer import, `vramtui fit --gpu` and triage's `--failed-gpu`
+all resolve names here.
 
 First the exact names the catalogue knows (id, alias, NVML name: `vramtui.catalog.find_gpu`).
 Then by tokens: the name is split into its model tokens ("a100"), a memory size ("40gb") and a
@@ -84,6 +86,11 @@ def match_gpu(gpus: dict, text: str, memory_gb: float | None = None):
     exact = find_gpu(Catalog(gpus=gpus, offers={}), text) or find_gpu(
         Catalog(gpus=gpus, offers={}), text.replace("_", " ")
     )
+    if exact is None:
+        # the same name without the vendor's words ("NVIDIA A100 80GB" is the alias "a100 80gb")
+        words = [w for w in re.split(r"\s+", text.strip()) if w.lower() not in _FILLER]
+        if words:
+            exact = find_gpu(Catalog(gpus=gpus, offers={}), " ".join(words))
     if exact is not None and _memory_agrees(exact, memory_gb):
         return exact
     model, memory, form = _split(text)
@@ -104,6 +111,15 @@ def match_gpu(gpus: dict, text: str, memory_gb: float | None = None):
             f"gpu {text!r} matches several catalogue cards ({ids}); write the catalogue id, or "
             "add the memory size and form factor (e.g. '80 GB SXM')"
         )
+    if not found and "(" in text:
+        # a remark in parentheses that is not a size or a form ("RTX 3090 24GB (power limited
+        # to 280W)"): the name without it
+        bare = re.sub(r"\([^()]*\)", " ", text).strip()
+        if bare and bare != text:
+            try:
+                return match_gpu(gpus, bare, memory_gb)
+            except GpuMatchError:
+                pass
     close = close_matches(gpus, text)
     near = f" (closest: {', '.join(close)})" if close else ""
     raise GpuMatchError(
