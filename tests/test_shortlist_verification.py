@@ -279,8 +279,14 @@ async def test_app_shortlist_at_80x24_shows_the_cost_and_the_banner(catalog, tmp
             await pilot.pause(0.05)
             if app.query_one("#tabs").active == "shortlist":
                 break
-        await pilot.pause()
-        screen = _screen_text(app.export_screenshot())
+        # the shortlist is computed off the event loop (a progress bar shows meanwhile): wait
+        # for its workers, then for the table to render
+        await app.workers.wait_for_complete()
+        for _ in range(100):
+            await pilot.pause(0.05)
+            screen = _screen_text(app.export_screenshot())
+            if "total cost" in screen:
+                break
     # The seed runs 3 days: 1 x RTX 3090 at 0.22 USD/h x 72 h = 15.84 USD, ranked first.
     assert "15.84 USD (0.22 USD/h) · sample" in screen
     assert "Illustrative sample data (not a quote)" in screen
