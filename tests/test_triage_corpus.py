@@ -144,9 +144,10 @@ def test_the_reader_holds_its_figures_on_the_spent_pool():
     bert-nmt#14, netket#711, weathernext#44, chineseocr_lite#355, PaddleOCR#15806,
     voltaML-fast-stable-diffusion#15 and vibe#1168: each excerpt holds an allocator failure or
     an out-of-memory line that only the thread shows to be something else), stage right
-    926/1035 (sfm_net#6 relabelled by the optimizer-states rule), figures exact 3446/3477, repeated keys matched as a multiset). The five halves of
-    round 5 keep their near-miss ceiling of 2. A change that loses ground on real reports fails
-    here; raise the floors when it gains."""
+    926/1035 (sfm_net#6 relabelled by the optimizer-states rule), figures exact 3446/3477,
+    repeated keys matched as a multiset). The five halves of round 5 keep their near-miss
+    ceiling of 2. A change that loses ground on real reports fails here; raise the floors when
+    it gains."""
     import importlib.util
 
     path = CORPUS.parent.parent / "bench" / "bench_triage_corpus.py"
