@@ -81,6 +81,7 @@ HALVES = (
     "held_out_4",
     "held_out_5",
     "held_out_6",
+    "held_out_7",
 )
 
 FRAMEWORKS = (
@@ -234,6 +235,14 @@ def resolve_arch(model: str):
     if arch is not None:
         return arch, f"catalogue {arch.model_id}"
     if model not in MODEL_SOURCES:
+        # a collector's remark after the model id ("meta-llama/Llama-2-7b-hf (as written:
+        # Llama 2 7B)", "(LitGPT config Llama-2-7b-hf, random init)": random weights, the same
+        # shapes): the id alone
+        bare = re.sub(r"\s*\([^()]*\)\s*$", "", model)
+        if bare != model and bare:
+            arch, where = resolve_arch(bare)
+            if arch is not None:
+                return arch, f"{where}; the remark after the id dropped"
         return None, NOT_AVAILABLE
     kind, ref, why = MODEL_SOURCES[model]
     if kind == "catalogue":
@@ -297,6 +306,9 @@ def map_targets(targets: list[str], arch) -> tuple[list[str], list[str]]:
                 add(n)
             if not mlps:
                 add(t)
+        elif role in ("gate", "up", "down"):
+            name = f"{role}_proj"
+            add(name if name in linear else t)
         elif role == "head":
             heads = [n for n, g in linear.items() if g == "lm_head"]
             if heads:

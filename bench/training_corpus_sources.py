@@ -13,6 +13,27 @@ MODEL_SOURCES: dict[str, tuple[str, str, str]] = {
     # Names as the round-5 held-out rows write them (mapped after that half's first run, the
     # clean measurement; the estimator was not changed). Each maps a re-upload, a base or an
     # instruct variant, or a framework's own name to a catalogue model with the same tensors.
+    # Round 7 (mapped after held_out_7's clean run): same-tensor names of its rows.
+    "NousResearch/Llama-2-7b-hf": (
+        "catalogue",
+        "meta-llama/Llama-2-7b-hf",
+        "NousResearch's re-upload of meta-llama/Llama-2-7b-hf",
+    ),
+    "mistralai/Mistral-7B-Instruct-v0.1": (
+        "catalogue",
+        "mistralai/Mistral-7B-v0.1",
+        "base and Instruct v0.1 of Mistral 7B publish the same architecture config",
+    ),
+    "unsloth/gemma-3-4b-pt": (
+        "catalogue",
+        "google/gemma-3-4b-it",
+        "the pre-trained and instruction-tuned Gemma 3 4B share the architecture",
+    ),
+    "unsloth/gemma-3-27b-it-unsloth-bnb-4bit": (
+        "catalogue",
+        "google/gemma-3-27b-it",
+        "Unsloth's 4-bit upload of google/gemma-3-27b-it",
+    ),
     "Qwen/Qwen2.5-7B": (
         "catalogue",
         "Qwen/Qwen2.5-7B-Instruct",
@@ -320,6 +341,8 @@ PURE_BF16 = (
     "torch_dtype bfloat16 (pure bf16 weights; no mixed precision flag)",
     "bf16 (pure bf16, --precision bf16)",
     "bf16 (full bf16)",
+    # round 7 (after held_out_7's clean run): Lightning Thunder's benchmark_litgpt.py
+    "bf16 (model.to(torch.bfloat16); no fp32 master copy)",
 )
 
 # LitGPT's LoRA flags and torchtune's lora_attn_modules names, by what they adapt.
@@ -337,6 +360,11 @@ TARGET_ROLE = {
     "mlp": "mlp",
     "head": "head",
     "output": "head",
+    # torchtune's FeedForward (torchtune/modules/feed_forward.py): self.w1 = gate_proj,
+    # self.w2 = down_proj, self.w3 = up_proj
+    "w1": "gate",
+    "w2": "down",
+    "w3": "up",
 }
 
 # Library versions a framework installs at the commit a row names, where the row states none:
