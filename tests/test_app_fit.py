@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import io
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,8 @@ def shown(app, selector: str) -> str:
 async def settle(pilot) -> None:
     """Wait for the debounced search to run and its answer to be drawn."""
     pane = pilot.app.fit_pane
-    for _ in range(500):
+    deadline = time.monotonic() + 60  # a loaded machine (a parallel test run) is slow
+    while time.monotonic() < deadline:
         await pilot.pause(0.02)
         if not pane.computing:
             await pilot.pause()

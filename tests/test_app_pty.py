@@ -29,7 +29,10 @@ SEED = REPO / "sample_specs" / "seed-7b-fp16-inference.toml"
 COLS, ROWS = 120, 40
 ANSI = re.compile(rb"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])")
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX pseudo-terminals")
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX pseudo-terminals"),
+    pytest.mark.solo,  # alone, after the parallel pass: a real terminal's key timing
+]
 
 
 def child_env(tmp_path: Path) -> dict[str, str]:
