@@ -39,9 +39,12 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   on 2026-12-04 (results `triage-corpus-2026-12-04-round11.md`), then spent: it joined tuning
   for round 12;
 - `held_out_12` (round 12): the same again, collected while round 12 was tuned. Measured once,
-  on 2026-12-04 (results `triage-corpus-2026-12-04-round12.md`). Never tuned on.
+  on 2026-12-04 (results `triage-corpus-2026-12-04-round12.md`), then spent: it joined tuning
+  for round 13;
+- `held_out_13` (round 13): the same again, collected while round 13 was tuned. Measured once,
+  on 2026-12-04 (results `triage-corpus-2026-12-04-round13.md`). Never tuned on.
 
-`--half tuning` is every spent half: development, held_out, held_out_2, ... held_out_11. It is named half by half, so that a half added later stays out of
+`--half tuning` is every spent half: development, held_out, held_out_2, ... held_out_12. It is named half by half, so that a half added later stays out of
 it until it has been measured.
 
 `--fold a|b` keeps one fold of what `--half` selects, split by repository: fold `a` holds the
@@ -127,6 +130,7 @@ SPENT_HALVES = (
     "held_out_9",
     "held_out_10",
     "held_out_11",
+    "held_out_12",
 )
 POOLS = {
     "tuning": SPENT_HALVES,  # every spent half, by name: a new half stays out

@@ -587,8 +587,43 @@ _EXACT_BYTES = (
     ("tried_to_allocate_bytes", ascii_re(r"\bfailed to allocate (\d{1,20}) bytes\b")),
     ("tried_to_allocate_bytes", ascii_re(r"\bspace to allocate (\d{1,20}) B\b")),
     ("tried_to_allocate_bytes", ascii_re(r"allocate tensor with (\d{1,20}) bytes\b")),  # DirectML
+    # NVIDIA PhysX's GPU allocator: "PxgCudaDeviceMemoryAllocator fail to allocate memory
+    # 339738624 bytes!! Result = 2"
+    ("tried_to_allocate_bytes", ascii_re(r"\bfail to allocate memory (\d{1,20}) bytes\b")),
+    # Ascend CANN's runtime under "Memory_Allocation_Failure(EL0004)": "Call rtMalloc fail,
+    # purpose: page caching, type = 2, size:3221291008, device_id:0"
+    (
+        "tried_to_allocate_bytes",
+        ascii_re(r"\brtMalloc fail, purpose: [^,\n]{1,40}, type = \d{1,3}, size:(\d{1,20})\b"),
+    ),
 )
 _ORT_GPU = ascii_re(r"; GPU=(\d{1,3})\b")
+
+
+# CuPy's memory pool (cupy/cuda/memory.pyx OutOfMemoryError): "out of memory to allocate
+# 747110400 bytes (total 5722942464 bytes)" (CuPy 6 and older), "Out of memory allocating
+# 747,110,400 bytes (allocated so far: 5,722,942,464 bytes)." (CuPy 7 on)
+_CUPY_REQUEST = ascii_re(
+    r"[Oo]ut of memory (?:to allocate|allocating) (\d{1,3}(?:,\d{3}){1,6}|\d{1,20}) bytes"
+)
+
+
+def read_cupy(text: str, f: Facts) -> None:
+    m = _CUPY_REQUEST.search(text)
+    if m:
+        f.figures["tried_to_allocate_bytes"] = int(m.group(1).replace(",", ""))
+        f.written["tried_to_allocate_bytes"] = m.group(1) + " bytes"
+
+
+def read_exact_bytes_tail(text: str, f: Facts) -> None:
+    """A line after the message: only its exact request (CANN prints it a few lines below)."""
+    if "tried_to_allocate_bytes" in f.figures:
+        return
+    for key, pattern in _EXACT_BYTES:
+        m = pattern.search(text)
+        if m and key not in f.figures:
+            f.figures[key] = int(m.group(1))
+            f.written[key] = m.group(1) + " bytes"
 
 
 def read_exact_bytes(text: str, f: Facts) -> None:

@@ -12,7 +12,9 @@ from vramtui.triage.oom_figures import ascii_re
 
 
 def _dev(m: re.Match[str], text: str) -> str:
-    return {"CUDA": "pytorch", "HIP": "rocm", "XPU": "xpu"}.get(m.group("dev").upper(), "pytorch")
+    return {"CUDA": "pytorch", "HIP": "rocm", "XPU": "xpu", "NPU": "npu"}.get(
+        m.group("dev").upper(), "pytorch"
+    )
 
 
 def _lib(m: re.Match[str], text: str) -> str:

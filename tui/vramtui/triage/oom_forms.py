@@ -26,6 +26,8 @@ from vramtui.triage.oom_figures import (
     ascii_re,
     read_driver_free_total,
     read_exact_bytes,
+    read_exact_bytes_tail,
+    read_cupy,
     read_fraction,
     read_generic,
     read_llama,
@@ -89,6 +91,9 @@ FRAMEWORKS = (
     "openvino",
     "paddle",
     "rmm",
+    "physx",
+    "npu",
+    "cupy",
 )
 # Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
 # PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
@@ -203,7 +208,7 @@ FORMS: tuple[Form, ...] = (
             r"(?<![A-Za-z0-9])(?:(?<![\"'])"
             + _PROSE_BEFORE
             + r"|(?=\w{3,4} out of memory[.,:]?\s{0,3}"
-            r"[Tt]ried to allocate))(?P<dev>CUDA|HIP|XPU|cuda|Cuda) out of memory"
+            r"[Tt]ried to allocate))(?P<dev>CUDA|HIP|XPU|NPU|cuda|Cuda) out of memory"
             r"(?=[.,;:!()]|\s*$|\s{1,3}[Tt]ried to allocate)(?![.!]?\*\*\s*$)"
         ),
         "allocation",
@@ -620,6 +625,45 @@ FORMS: tuple[Form, ...] = (
         keys=("out_of_memory: ",),
     ),
     Form(
+        "cupy",
+        # CuPy's memory pool (Chainer, cuML/cuDF users, CuPy code): OutOfMemoryError
+        ascii_re(
+            r"\bout of memory to allocate \d{1,20} bytes \(total \d{1,20} bytes\)|"
+            r"\bOut of memory allocating [\d,]{1,30} bytes \(allocated so far: [\d,]{1,30} bytes"
+        ),
+        "allocation",
+        "cupy",
+        read_cupy,
+        exception_prefix=False,
+        keys=("out of memory to allocate", "Out of memory allocating"),
+    ),
+    Form(
+        "physx",
+        # NVIDIA PhysX's GPU simulation (Isaac Gym, Isaac Sim / Lab): its device allocator's
+        # "PxgCudaDeviceMemoryAllocator fail to allocate memory 339738624 bytes!! Result = 2"
+        # (2: cudaErrorMemoryAllocation)
+        ascii_re(r"\bPxgCudaDeviceMemoryAllocator fail to allocate memory \d"),
+        "allocation",
+        "physx",
+        read_exact_bytes,
+        exception_prefix=False,
+        keys=("PxgCudaDeviceMemoryAllocator",),
+    ),
+    Form(
+        "cann",
+        # Huawei Ascend's CANN runtime (torch_npu, MindSpore): error code EL0004,
+        # "Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE module.",
+        # the request on a later "Call rtMalloc fail, ..., size:N" line
+        ascii_re(r"\bMemory_Allocation_Failure\(EL0004\)"),
+        "allocation",
+        "npu",
+        read_exact_bytes,
+        exception_prefix=False,
+        keys=("Memory_Allocation_Failure",),
+        tail=read_exact_bytes_tail,
+        tail_lines=6,
+    ),
+    Form(
         "cuda_error",
         ascii_re(r"(?<![\"'])\b(?:CUDA|HIP) error: out of memory"),
         "allocation",
@@ -698,7 +742,7 @@ FORMS: tuple[Form, ...] = (
         # Or only its parenthesis is left, quoted in prose: "(GPU 0; 31.75 GiB total capacity;
         # 20.61 GiB already allocated; ..." (a size just before it is the XPU refusal's).
         ascii_re(
-            r"^\s{0,8}Tried to allocate \d[\d.,]{0,24}\s?[KMGT]i?B \((?:GPU|XPU|HIP) {1,3}\d{1,4}; "
+            r"^\s{0,8}Tried to allocate \d[\d.,]{0,24}\s?[KMGT]i?B \((?:GPU|XPU|HIP|NPU) {1,3}\d{1,4}; "
             r"[^\n]{0,40}total ?capac|(?<!B )\((?:GPU|XPU|HIP) {1,3}\d{1,4}; \d[\d.,]{0,24}\s?"
             r"[KMGT]i?B total ?capac\w{1,4}; \d[\d.,]{0,24}\s?[KMGT]i?B already allocated|"
             # the 2.x sentence form cut the same way: "Tried to allocate 4.00 GiB. GPU 2 has a

@@ -402,6 +402,10 @@ def _with_framework(ev: OomEvent, framework: str) -> OomEvent:
     )
 
 
+# CUDA / HIP runtime error names of a failed device allocation
+_DEVICE_ERROR_NAMES = ("cudaErrorMemoryAllocation", "hipErrorOutOfMemory")
+
+
 def _postprocess(
     events: list[tuple[OomEvent, int]], reader: _Reader, ollama: bool
 ) -> list[OomEvent]:
@@ -718,11 +722,14 @@ def read_log(text: str) -> TriageReading:
     )
     events = _postprocess(found, reader, ollama)  # line_no: 1 + index in the cleaned lines
     # the host's RAM, not the GPU's: said by not_oom_reason (not_oom.near_miss), not an event
-    # (RMM throws its device out_of_memory as a std::bad_alloc: the words say the device)
+    # (RMM and thrust throw a device's failure as a std::bad_alloc: "std::bad_alloc:
+    # cudaErrorMemoryAllocation: out of memory" names the device's error)
     events = [
         e
         for e in events
-        if e.framework == "rmm" or not any(mark in e.message for mark in HOST_RAM_ALLOC)
+        if e.framework == "rmm"
+        or any(mark in e.message for mark in _DEVICE_ERROR_NAMES)
+        or not any(mark in e.message for mark in HOST_RAM_ALLOC)
     ]
     events = _mark_echoes(_mark_headings(events, log), log)
     failures = [e.message for e in events if e.is_failure]
