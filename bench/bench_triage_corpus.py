@@ -53,7 +53,7 @@ fold's misses and measure the other before and after: that is the estimate of ho
 transfer to repositories never looked at.
 
     PYTHONPATH=tui python bench/bench_triage_corpus.py
-        [--half development|held_out|held_out_2|...|held_out_12|tuning|both|all]
+        [--half development|held_out|held_out_2|...|held_out_13|tuning|both|all]
         [--fold a|b] [--out bench/results] [--no-write] [--misses N]
 
 `both` is the two round-1 halves (as reported in round 1); `all` is every half.
@@ -115,6 +115,7 @@ HALVES = (
     "held_out_10",
     "held_out_11",
     "held_out_12",
+    "held_out_13",
 )
 # Named pools of halves: what `--half` accepts besides a single half.
 SPENT_HALVES = (

@@ -51,6 +51,7 @@ def _split() -> dict[str, str]:
         "held_out_10",
         "held_out_11",
         "held_out_12",
+        "held_out_13",
     ):
         for repo in split.get(half, {}).get("repositories", []):
             assert repo not in half_of, f"{repo} is in both halves"
