@@ -389,7 +389,8 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
 
     t = dict(TRAINING_DEFAULTS)
     precision = str(s.get("precision", "")).lower()
-    if precision in PURE_BF16:
+    # LitGPT / Fabric's "bf16-true" names pure bf16 whatever the remark after it
+    if precision in PURE_BF16 or precision.startswith("bf16-true ("):
         t.update(master_weights_fp32=False, grad_dtype="bf16", optimizer_state_dtype="bf16")
     elif weights["format"] == "fp32":
         t.update(master_weights_fp32=False, grad_dtype="fp32", optimizer_state_dtype="fp32")
@@ -422,6 +423,13 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
         approx.append(f"optimizer {s['optimizer']!r} sized as adamw (no 4-bit state)")
     elif "adam" in opt:
         t["optimizer"] = "adamw"
+    elif "sgd" in opt:
+        # torch.optim.SGD keeps a momentum buffer per parameter only when momentum != 0
+        # ("no momentum" / "momentum 0": no state at all)
+        plain = "no momentum" in opt or re.search(r"momentum\s*[=:]?\s*0(?:\.0+)?(?![\d.])", opt)
+        t["optimizer"] = "sgd" if plain or "momentum" not in opt else "sgd_momentum"
+        if t["optimizer"] == "sgd":
+            t.pop("optimizer_state_dtype", None)
     else:
         approx.append(f"optimizer {s['optimizer']!r} sized as adamw")
     if "optimizer_state_dtype" in t and t["optimizer"] not in (
@@ -644,8 +652,9 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
             [],
         )
     for key, what in UNMODELLED_SETTINGS.items():
-        if s.get(key):
-            approx.append(f"{key} = {s[key]!r}: {what}")
+        value = s.get(key)
+        if value and not str(value).lower().startswith(("none", "false", "no ", "off")):
+            approx.append(f"{key} = {value!r}: {what}")
     n_gpus = run_devices(row, notes)
     if n_gpus < int(row.data["n_gpus"]) and n_gpus == 1:
         # lora.py / full.py at 00af8b0d9b: FSDPStrategy(..., activation_checkpointing_policy=

@@ -572,6 +572,9 @@ UNMODELLED_SETTINGS = {
         "the GPU"
     ),
     "dora": "DoRA's magnitude vectors and extra activations are not itemised",
+    # round 10: a compiler fuses and frees tensors its own way (Inductor, Thunder, CUDA graphs'
+    # static pools); the ledger sizes the eager model
+    "compile": "a compiled model (Inductor, Thunder, CUDA graphs) is sized as the eager one",
 }
 
 

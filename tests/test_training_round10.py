@@ -57,3 +57,37 @@ def test_a_mixed_precision_row_is_not_read_as_pure_bf16():
     # Axolotl's "bf16: true" is the Trainer's autocast over fp32 parameters
     t = _spec_dict("axolotl-examples-llama-2-readme__1")["training"]
     assert t["master_weights_fp32"] is True and t["optimizer_state_dtype"] == "fp32"
+
+
+def _with_settings(stem: str, **changes):
+    """The spec dict of row `stem` with some of its settings changed (a hand-made variant)."""
+    import copy
+
+    row = next(r for r in tc.load_rows() if r.file == f"{stem}.toml")
+    data = copy.deepcopy(row.data)
+    data["settings"].update(changes)
+    variant = tc.Row(row.file, data, row.half)
+    arch, _ = tc.resolve_arch(variant.settings["model"])
+    return tc.build_spec_dict(variant, arch)
+
+
+THUNDER = "thunder-examples-lit-gpt-readme__3"  # SGD without momentum, bf16-true, eager
+
+
+def test_plain_sgd_has_no_state_and_bf16_true_keeps_no_fp32_copy():
+    # torch.optim.SGD with momentum 0 keeps no buffer; Fabric's "bf16-true" is pure bf16
+    d, _, _, approx, _ = _with_settings(THUNDER)
+    t = d["training"]
+    assert t["optimizer"] == "sgd" and "optimizer_state_dtype" not in t
+    assert t["master_weights_fp32"] is False and t["grad_dtype"] == "bf16"
+    assert not any(a.startswith("compile") for a in approx)  # "none (eager PyTorch)"
+
+
+def test_sgd_with_momentum_keeps_its_buffer():
+    d, *_ = _with_settings(THUNDER, optimizer="torch.optim.SGD (momentum 0.9)")
+    assert d["training"]["optimizer"] == "sgd_momentum"
+
+
+def test_a_compiled_model_is_listed_as_sized_eager():
+    _, _, _, approx, _ = _with_settings(THUNDER, compile="torch.compile(model) (default mode)")
+    assert any(a.startswith("compile = ") and "sized as the eager one" in a for a in approx)
