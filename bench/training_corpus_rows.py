@@ -390,7 +390,11 @@ def _training(s: dict, weights: dict, approx: list[str], defaults: list[str]) ->
     t = dict(TRAINING_DEFAULTS)
     precision = str(s.get("precision", "")).lower()
     # LitGPT / Fabric's "bf16-true" names pure bf16 whatever the remark after it
-    if precision in PURE_BF16 or precision.startswith("bf16-true ("):
+    if (
+        precision in PURE_BF16
+        or precision.startswith("bf16-true (")
+        or (precision.startswith("bf16") and "no fp32 master" in precision)
+    ):
         t.update(master_weights_fp32=False, grad_dtype="bf16", optimizer_state_dtype="bf16")
     elif weights["format"] == "fp32":
         t.update(master_weights_fp32=False, grad_dtype="fp32", optimizer_state_dtype="fp32")

@@ -91,3 +91,13 @@ def test_sgd_with_momentum_keeps_its_buffer():
 def test_a_compiled_model_is_listed_as_sized_eager():
     _, _, _, approx, _ = _with_settings(THUNDER, compile="torch.compile(model) (default mode)")
     assert any(a.startswith("compile = ") and "sized as the eager one" in a for a in approx)
+
+
+def test_a_stated_bf16_without_fp32_master_is_pure_bf16():
+    d, *_ = _with_settings(THUNDER, precision="bf16 (model.to(torch.bfloat16), no fp32 master)")
+    assert d["training"]["master_weights_fp32"] is False
+
+
+def test_bf16_mixed_with_an_fp32_master_is_not_pure():
+    d, *_ = _with_settings(THUNDER, precision="bf16-mixed (fp32 master weights)")
+    assert d["training"].get("master_weights_fp32") is not False
