@@ -18,7 +18,7 @@ rows the corpus marks fully specified and for all sized rows, and the OOM agreem
 sized (model config unavailable offline, a method vramtui does not size) are counted apart.
 
     PYTHONPATH=tui python bench/bench_training_corpus.py
-        [--half development|held_out|held_out_2|held_out_3|held_out_4|held_out_5|held_out_6|held_out_7|both] [--out bench/results] [--no-write]
+        [--half development|held_out|held_out_2|held_out_3|held_out_4|held_out_5|held_out_6|held_out_7|held_out_8|both] [--out bench/results] [--no-write]
         [--aggregates-only] [--tag NAME] [--date YYYY-MM-DD]
 
 `--aggregates-only` withholds every per-row line of the held-out half (its misses, its

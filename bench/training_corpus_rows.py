@@ -82,6 +82,7 @@ HALVES = (
     "held_out_5",
     "held_out_6",
     "held_out_7",
+    "held_out_8",
 )
 
 FRAMEWORKS = (
@@ -715,7 +716,10 @@ def build_spec_dict(row: Row, arch) -> tuple[dict | None, str, list[str], list[s
         "runtime": {"attention": attn},
         "placement": {
             "gpus": n_gpus,
-            "tensor_parallel": int(s.get("tensor_parallel") or 1),
+            # torchtitan's name for it is tensor_parallel_degree
+            "tensor_parallel": int(
+                s.get("tensor_parallel") or s.get("tensor_parallel_degree") or 1
+            ),
             "pipeline_parallel": int(s.get("pipeline_parallel") or 1),
             "data_parallel_sharding": "none",
         },

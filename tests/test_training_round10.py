@@ -101,3 +101,16 @@ def test_a_stated_bf16_without_fp32_master_is_pure_bf16():
 def test_bf16_mixed_with_an_fp32_master_is_not_pure():
     d, *_ = _with_settings(THUNDER, precision="bf16-mixed (fp32 master weights)")
     assert d["training"].get("master_weights_fp32") is not False
+
+
+def test_torchtitans_tensor_parallel_degree_is_the_specs_tensor_parallel():
+    # torchtitan's [parallelism] tensor_parallel_degree; 64 GPUs = FSDP 8 x TP 8
+    row = next(r for r in tc.load_rows() if r.file == "torchtitan-pr1690-qwen3-32b-configs__4.toml")
+    arch, _ = tc.resolve_arch(row.settings["model"])
+    d, *_ = tc.build_spec_dict(row, arch)
+    assert d["placement"]["tensor_parallel"] == 8 and d["placement"]["gpus"] == 64
+
+
+def test_a_row_without_tensor_parallelism_stays_at_one():
+    d, *_ = _with_settings(THUNDER)
+    assert d["placement"]["tensor_parallel"] == 1
