@@ -615,24 +615,22 @@ def read_cupy(text: str, f: Facts) -> None:
         f.written["tried_to_allocate_bytes"] = m.group(1) + " bytes"
 
 
-def read_exact_bytes_tail(text: str, f: Facts) -> None:
-    """A line after the message: only its exact request (CANN prints it a few lines below)."""
-    if "tried_to_allocate_bytes" in f.figures:
-        return
+def _read_exact_requests(text: str, f: Facts) -> None:
     for key, pattern in _EXACT_BYTES:
         m = pattern.search(text)
         if m and key not in f.figures:
             f.figures[key] = int(m.group(1))
             f.written[key] = m.group(1) + " bytes"
+
+
+# A line after the message: only its exact request (CANN prints it a few lines below); a request
+# the message itself printed is kept.
+read_exact_bytes_tail = _read_exact_requests
 
 
 def read_exact_bytes(text: str, f: Facts) -> None:
     read_driver_free_total(text, f)
-    for key, pattern in _EXACT_BYTES:
-        m = pattern.search(text)
-        if m and key not in f.figures:
-            f.figures[key] = int(m.group(1))
-            f.written[key] = m.group(1) + " bytes"
+    _read_exact_requests(text, f)
     m = _ORT_GPU.search(text)
     if m:
         f.set_gpu(m.group(1))
