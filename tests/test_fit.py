@@ -299,3 +299,11 @@ def test_fit_resolves_a_card_written_as_users_write_it(name, card, capsys):
     spec = str(SAMPLES / "qlora-7b.toml")
     assert main(["fit", spec, "--gpu", name, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["capacity"]["gpu"] == card
+
+
+def test_a_huge_card_name_is_refused_in_one_short_line(capsys):
+    spec = str(SAMPLES / "qlora-7b.toml")
+    assert main(["fit", spec, "--gpu", "rtx " * 30_000]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 300
+    assert "120,000 characters is over vramtui's limit of 200" in err

@@ -30,6 +30,7 @@ _FORMS = {
     "oam": "oam",
 }
 MEMORY_TOLERANCE = 0.08  # a size given apart may differ from the nominal one by this much
+MAX_NAME_CHARS = 200  # a card's name is short; longer text is refused before any matching
 
 
 class GpuMatchError(Exception):
@@ -83,6 +84,11 @@ def match_gpu(gpus: dict, text: str, memory_gb: float | None = None):
     apart from the name), else GpuMatchError."""
     from vramtui.catalog import Catalog, find_gpu
 
+    if len(text) > MAX_NAME_CHARS:
+        raise GpuMatchError(
+            f"gpu name of {len(text):,} characters is over vramtui's limit of {MAX_NAME_CHARS}; "
+            "write a catalogue id from `vramtui gpus`"
+        )
     exact = find_gpu(Catalog(gpus=gpus, offers={}), text) or find_gpu(
         Catalog(gpus=gpus, offers={}), text.replace("_", " ")
     )
