@@ -42,9 +42,10 @@ bytes). `tests/triage_corpus/split.toml` assigns every source repository, once, 
   on 2026-12-04 (results `triage-corpus-2026-12-04-round12.md`), then spent: it joined tuning
   for round 13;
 - `held_out_13` (round 13): the same again, collected while round 13 was tuned. Measured once,
-  on 2026-12-04 (results `triage-corpus-2026-12-04-round13.md`). Never tuned on.
+  on 2026-12-04 (results `triage-corpus-2026-12-04-round13.md`), then spent: it joined tuning
+  for round 14;
 
-`--half tuning` is every spent half: development, held_out, held_out_2, ... held_out_12. It is named half by half, so that a half added later stays out of
+`--half tuning` is every spent half: development, held_out, held_out_2, ... held_out_13. It is named half by half, so that a half added later stays out of
 it until it has been measured.
 
 `--fold a|b` keeps one fold of what `--half` selects, split by repository: fold `a` holds the
@@ -132,6 +133,7 @@ SPENT_HALVES = (
     "held_out_10",
     "held_out_11",
     "held_out_12",
+    "held_out_13",
 )
 POOLS = {
     "tuning": SPENT_HALVES,  # every spent half, by name: a new half stays out

@@ -140,12 +140,12 @@ def test_one_report_per_thread_unless_marked_as_a_second_error():
 
 
 def test_the_reader_holds_its_figures_on_the_spent_pool():
-    """Floors just under the tuning pool's figures (every spent half; round 13, with
-    held_out_12 in the pool: OOMs read 1098/1110, near-misses read as OOM 9/425 (onnxruntime#14942,
+    """Floors just under the tuning pool's figures (every spent half; round 14, with
+    held_out_13 in the pool: OOMs read 1183/1196, near-misses read as OOM 9/456 (onnxruntime#14942,
     bert-nmt#14, netket#711, weathernext#44, chineseocr_lite#355, PaddleOCR#15806,
     voltaML-fast-stable-diffusion#15, vibe#1168 and cog#960: each excerpt holds an allocator
     failure or an out-of-memory line that only the thread shows to be something else), stage
-    right 980/1110, figures exact 3637/3670, repeated keys matched as a multiset). The five
+    right 1055/1196, figures exact 3796/3834, repeated keys matched as a multiset). The five
     halves of round 5 keep their near-miss ceiling of 2. A change that loses ground on real
     reports fails here; raise the floors when it gains."""
     import importlib.util
@@ -157,12 +157,12 @@ def test_the_reader_holds_its_figures_on_the_spent_pool():
     reports, half_of = bench.load_corpus(CORPUS)
     pool = set(bench.POOLS["tuning"])
     s = bench.summarise([bench.score_one(r) for r in reports if half_of[r["repository"]] in pool])
-    assert s["oom_read_as_oom"] >= 1097, s["oom_read_as_oom"]
+    assert s["oom_read_as_oom"] >= 1182, s["oom_read_as_oom"]
     assert s["near_miss_read_as_oom"] <= 9, s["near_miss_read_as_oom"]
-    assert s["stage_right"] >= 977, s["stage_right"]
-    assert s["figures_exact_first"] >= 3634, s["figures_exact_first"]
+    assert s["stage_right"] >= 1052, s["stage_right"]
+    assert s["figures_exact_first"] >= 3793, s["figures_exact_first"]
     round5 = pool - {"held_out_5", "held_out_6", "held_out_7", "held_out_8", "held_out_9",
-        "held_out_10", "held_out_11", "held_out_12"}
+        "held_out_10", "held_out_11", "held_out_12", "held_out_13"}
     near5 = sum(
         bench.score_one(r)["is_oom_read"]
         for r in reports

@@ -123,7 +123,10 @@ def test_prose_naming_the_error_is_not_the_message():
     assert len(r.events) == 1
     assert r.events[0].line_no == 2
     assert r.events[0].figures["tried_to_allocate_bytes"] == 4 * GiB
-    assert not read_log("I keep getting CUDA out of memory errors with SDXL").is_oom
+    # the sentence alone is no message: read only as the reporter's words, with no figures
+    words = read_log("I keep getting CUDA out of memory errors with SDXL")
+    assert [e.kind for e in words.events] == ["reported"]
+    assert words.primary.figures == {}
 
 
 def test_a_paste_cut_inside_the_sentence_keeps_the_figures_it_shows():

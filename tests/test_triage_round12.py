@@ -52,7 +52,9 @@ def test_paddles_gpu_index_is_read():
 
 def test_a_sentence_about_an_out_of_memory_error_on_a_gpu_is_not_paddles_message():
     r = read_log("I keep getting an out of memory error on GPU 0 when the batch is 64.\n")
-    assert not r.is_oom
+    # not Paddle's message: the reporter's words (round 14), with no figures
+    assert [e.kind for e in r.events] == ["reported"]
+    assert r.primary.framework == "unknown" and r.primary.figures == {}
 
 
 # ------------------------------------------------------------------ XLA compile check

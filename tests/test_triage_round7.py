@@ -58,7 +58,9 @@ def test_a_message_quoted_in_prose_with_its_figures_is_read():
 
 def test_a_quoted_phrase_without_figures_is_still_prose():
     r = read_log('I keep getting "CUDA out of memory" on my laptop, any idea?')
-    assert not r.is_oom
+    # not PyTorch's message: the reporter's words (round 14), with no figures
+    assert [e.kind for e in r.events] == ["reported"]
+    assert r.primary.framework == "unknown" and r.primary.figures == {}
 
 
 def test_libplacebo_one_letter_sizes_are_1024_based():
@@ -266,5 +268,5 @@ def test_the_tuning_pool_names_its_halves_so_a_new_half_stays_out():
     assert "held_out_7" in bench.POOLS["tuning"]
     assert all(h in bench.HALVES for h in bench.POOLS["tuning"])
     assert [h for h in bench.HALVES if h not in bench.SPENT_HALVES] == [
-        h for h in bench.HALVES if h.startswith("held_out_") and int(h.rsplit("_", 1)[1]) >= 13
+        h for h in bench.HALVES if h.startswith("held_out_") and int(h.rsplit("_", 1)[1]) >= 14
     ]

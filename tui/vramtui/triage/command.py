@@ -8,7 +8,7 @@ import sys
 from vramtui.errors import SpecError
 from vramtui.fsutil import user_path
 from vramtui.triage.advice import STAGE_CHOICES, fits_word
-from vramtui.triage.event_list import other_events, reported_event
+from vramtui.triage.event_list import headline, other_events, reported_event
 from vramtui.unit_text import in_unit
 from vramtui.units import format_bytes
 
@@ -292,7 +292,7 @@ def _print(reading, advice, unit: str = "gib") -> None:
         return
     ev = reading.primary
     head = Text()
-    head.append(f"{ev.framework} out of memory", style="bold red")
+    head.append(headline(ev), style="bold red")
     if ev.gpu_index is not None:
         head.append(f" on GPU {ev.gpu_index}")
     if len(reading.events) > 1:

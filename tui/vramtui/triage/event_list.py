@@ -21,6 +21,17 @@ def failures_of_their_own(reading: TriageReading) -> list[OomEvent]:
     return [e for e in reading.events if e.is_failure and e.echo_of is None]
 
 
+def headline(e: OomEvent) -> str:
+    """What the event is, in a few words: "pytorch out of memory"; for an error named only in
+    the reporter's words, that it has no message and so no figures."""
+    if e.kind == "reported":
+        return (
+            "out of memory, in the reporter's words (no error message in the text, so no "
+            "figures: paste the job's error output to read them)"
+        )
+    return f"{e.framework} out of memory"
+
+
 def reported_event(reading: TriageReading) -> str:
     """Which event the triage acts on: "first of 3 out-of-memory errors, at line 12",
     "the out-of-memory error at line 12; 1 repeat listed below". "" when none."""
@@ -66,4 +77,4 @@ def other_events(reading: TriageReading) -> list[str]:
     return lines
 
 
-__all__ = ["failures_of_their_own", "other_events", "reported_event"]
+__all__ = ["failures_of_their_own", "headline", "other_events", "reported_event"]

@@ -615,6 +615,18 @@ def read_cupy(text: str, f: Facts) -> None:
         f.written["tried_to_allocate_bytes"] = m.group(1) + " bytes"
 
 
+# MIOpen (ROCm's DNN library) on HIP: "MIOpen Error: .../handlehip.cpp:68: Memory not available
+# to allocate buffer: 528515072" (the buffer's size in bytes, with no unit)
+_MIOPEN_REQUEST = ascii_re(r"Memory not available to allocate buffer: (\d{1,20})\b")
+
+
+def read_miopen(text: str, f: Facts) -> None:
+    m = _MIOPEN_REQUEST.search(text)
+    if m:
+        f.figures["tried_to_allocate_bytes"] = int(m.group(1))
+        f.written["tried_to_allocate_bytes"] = m.group(1)
+
+
 def _read_exact_requests(text: str, f: Facts) -> None:
     for key, pattern in _EXACT_BYTES:
         m = pattern.search(text)

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vramtui.triage.oom_event import FRAMEWORKS, KINDS, PYTORCH_CUDA_ALLOCATOR_FRAMEWORKS
 from vramtui.triage.oom_figures import (
     BLOCK_LIMIT,
     FIGURE_KEYS,
@@ -28,6 +29,7 @@ from vramtui.triage.oom_figures import (
     read_exact_bytes,
     read_exact_bytes_tail,
     read_cupy,
+    read_miopen,
     read_fraction,
     read_generic,
     read_llama,
@@ -60,54 +62,6 @@ from vramtui.triage.oom_form_frameworks import (
     _xla_family,
 )
 
-FRAMEWORKS = (
-    "pytorch",
-    "rocm",
-    "xpu",
-    "mps",
-    "cuda",
-    "cublas",
-    "vllm",
-    "tgi",
-    "accelerate",
-    "deepspeed",
-    "llama.cpp",
-    "ollama",
-    "comfyui",
-    "tensorflow",
-    "jax",
-    "xla",
-    "tensorrt",
-    "tensorrt-llm",
-    "ctranslate2",
-    "onnxruntime",
-    "lmdeploy",
-    "mlx",
-    "vulkan",
-    "tinygrad",
-    "nnabla",
-    "directml",
-    "metal",
-    "openvino",
-    "paddle",
-    "rmm",
-    "physx",
-    "npu",
-    "cupy",
-)
-# Frameworks whose GPU memory is PyTorch's CUDA/HIP caching allocator, the one that
-# PYTORCH_CUDA_ALLOC_CONF (PYTORCH_HIP_ALLOC_CONF on ROCm) tunes. XPU and MPS have allocators of
-# their own, and so have TensorFlow, JAX, TensorRT, CTranslate2, onnxruntime and llama.cpp.
-PYTORCH_CUDA_ALLOCATOR_FRAMEWORKS = (
-    "pytorch",
-    "rocm",
-    "vllm",
-    "tgi",
-    "accelerate",
-    "deepspeed",
-    "comfyui",
-)
-KINDS = ("allocation", "kv_cache", "offload", "startup")
 
 # Substrings that every recognised line contains at least one of (case-sensitive, cheap to find).
 ANCHORS = (
@@ -446,6 +400,9 @@ FORMS: tuple[Form, ...] = (
             # PJRT (TPU) "Error allocating device buffer: Attempting to allocate 15.65G. That was
             # not possible. There are 11.08G free."
             r"Error allocating device buffer: Attempting to allocate \d|"
+            # the same, re-quoted one sentence per line ("Error allocating device buffer: " at
+            # a line's end, "Attempting to allocate 1.96G." on the next)
+            r"Error allocating device buffer:\s*$|"
             # XLA:TPU's compile-time check: "XLA:TPU compile permanent error. Ran out of memory
             # in memory space hbm. Used 21.95G of 15.48G hbm."
             r"XLA:\w{1,10} compile permanent error\. Ran out of memory)"
@@ -475,6 +432,18 @@ FORMS: tuple[Form, ...] = (
         _trt,
         read_exact_bytes,
         keys=("could not be allocated",),
+    ),
+    Form(
+        "miopen",
+        # MIOpen's HIP handle cannot allocate a workspace or buffer on the GPU (TensorFlow-ROCm
+        # and PyTorch-ROCm call it for convolutions): "MIOpen Error: /.../handlehip.cpp:68:
+        # Memory not available to allocate buffer: 528515072"
+        ascii_re(r"\bMemory not available to allocate buffer: \d"),
+        "allocation",
+        "rocm",
+        read_miopen,
+        exception_prefix=False,
+        keys=("not available to allocate",),
     ),
     Form(
         "tensorrt_error_code",

@@ -133,6 +133,10 @@ def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
     found = _from_event_line(log, event_idx)
     if found:
         return found  # the error itself names the step (an op, an engine's phase)
+    start = event_idx + 1
+    caffe = log_rules.caffe_stack_rule(log.lines[start : start + AFTER_CONTEXT_LINES])
+    if caffe is not None:  # the stack names the step itself
+        return _line_verdict(log, start + caffe[0], caffe[1], caffe[2])
     found = _from_log_after(log, event_idx)
     if found:
         return _training_step(found, frames, log, event_idx)
@@ -150,6 +154,9 @@ def phase_of(log: CleanLog, event_idx: int | None) -> PhaseVerdict:
     if found:
         return found
     found = _from_engine_frames(headed, log)
+    if found:
+        return found
+    found = _from_construction(headed, log)
     if found:
         return found
     found = _from_executor_line(log)
@@ -219,6 +226,27 @@ def _from_engine_frames(frames: list[Frame], log: CleanLog) -> PhaseVerdict | No
         ),
         log,
     )
+
+
+_BUILDS_AN_OBJECT = re.compile(r"^\s{0,16}[\w.]{1,60}\s{0,2}=\s{0,2}[\w.]{0,80}[A-Z]\w{0,60}\(", re.ASCII)
+
+
+def _from_construction(frames: list[Frame], log: CleanLog) -> PhaseVerdict | None:
+    """Last resort: the traceback ends in constructors (`__init__`, each calling the next)
+    entered from a top-level statement that builds an object (`encoding = tcnn.Encoding(...)`):
+    the model or its parameters were being created, before any step."""
+    if len(frames) < 2 or frames[0].func not in ("<module>", "main", "<cell>"):
+        return None
+    entry, below = frames[0], frames[1:]
+    if not all(fr.func.rsplit(".", 1)[-1] == "__init__" for fr in below):
+        return None
+    if not (entry.code and _BUILDS_AN_OBJECT.search(entry.code[:400])):
+        return None
+    why = (
+        "the traceback ends inside constructors entered from a statement that builds an "
+        "object: the model (or its parameters) was being created, before any step"
+    )
+    return _frame_verdict(below[-1], ("load", "weak", why, False), log)
 
 
 def _from_executor_line(log: CleanLog) -> PhaseVerdict | None:

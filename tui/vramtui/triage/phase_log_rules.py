@@ -16,9 +16,9 @@ _A = re.ASCII
 
 # TensorFlow names the op that failed: "[[{{node training/Adam/mul_23}}]]", "[[Node: ...".
 # TensorFlow 1.13-1.15 writes "[[node x (defined at ...)", and a graph-mode traceback says
-# "Caused by op 'x', defined at:".
+# "Caused by op 'x', defined at:" (Python 2: "Caused by op u'x'").
 _TF_NODE = re.compile(
-    r"\[\[(?:\{\{node |Node: |node )(?P<node>[^\s}=\]]{1,300})|Caused by op '(?P<op>[^\s']{1,300})'",
+    r"\[\[(?:\{\{node |Node: |node )(?P<node>[^\s}=\]]{1,300})|Caused by op u?'(?P<op>[^\s']{1,300})'",
     _A,
 )
 _TF_OPT_NODE = re.compile(
@@ -652,6 +652,50 @@ def is_inference_progress(text: str) -> bool:
 
 def is_training_line(text: str) -> bool:
     return bool(_RE_TRAINING_LINE.search(text))
+
+
+# Caffe's glog stack under "Check failed: error == cudaSuccess (2 vs. 0)  out of memory", one
+# symbol per line, innermost first ("    @     0x7fd08b1f1717  caffe::Net<>::Forward()").
+_CAFFE_FRAME = re.compile(
+    r"^\s{0,8}@\s{1,8}0x[0-9a-fA-F]{4,16}\s{1,8}(?P<sym>[\w:<>, ~]{1,200})", _A
+)
+_CAFFE_BACKWARD = re.compile(r"::Backward(?:_gpu|_cpu|FromTo)?\b|::backward\w{0,20}\(", _A)
+_CAFFE_UPDATE = re.compile(r"::(?:ApplyUpdate|Update|ComputeUpdateValue)\b", _A)
+_CAFFE_FORWARD = re.compile(r"::(?:Forward\w{0,20}|forward\w{0,20})\b", _A)
+_CAFFE_SOLVER = re.compile(r"\bcaffe::\w{0,40}Solver\w{0,10}<|::Solve\b|::Step\b|P2PSync", _A)
+NATIVE_STACK_LINES = 60
+
+
+def caffe_stack_rule(lines: list[str]) -> tuple[int, str, str] | None:
+    """(index in `lines`, phase, reason) from a Caffe glog stack printed after the error: the
+    innermost Backward / update / Forward symbol says the step, and a Solver frame (Caffe's
+    training loop) above a forward says training; a forward with no Solver is a deployed
+    network's inference. None when the lines hold no Caffe stack."""
+    syms: list[tuple[int, str]] = []
+    for j, text in enumerate(lines[:NATIVE_STACK_LINES]):
+        m = _CAFFE_FRAME.match(text[:400])
+        if m:
+            syms.append((j, m["sym"]))
+        elif syms and text.strip():
+            break
+    if not any("caffe::" in sym for _, sym in syms):
+        return None
+    solver = any(_CAFFE_SOLVER.search(sym) for _, sym in syms)
+    for j, sym in syms:
+        if _CAFFE_BACKWARD.search(sym):
+            return (j, "backward", "Caffe's stack runs a layer's Backward: the backward pass")
+        if _CAFFE_UPDATE.search(sym):
+            return (j, "optimizer_step", "Caffe's stack runs the solver's update of the weights")
+        if _CAFFE_FORWARD.search(sym):
+            if solver:
+                why = "Caffe's stack runs a Forward under the Solver (training): the training forward"
+                return (j, "train_forward", why)
+            why = (
+                "Caffe's stack runs a network's Forward with no Solver above it (no training "
+                "loop): a deployed network's inference"
+            )
+            return (j, "generate", why)
+    return None
 
 
 def after_line_rule(text: str) -> tuple[str, str] | None:

@@ -414,6 +414,9 @@ RE_LOAD_CODE = re.compile(
     r"\b(?:model|self\.model|net|module|pipe|pipeline|llm|base_model|unet|vae|transformer)\w{0,40}"
     r"\.(?:to|cuda|half|bfloat16)\(|\._apply\(|\bpipeline\(|\bLLM\(|\bWhisperModel\(|"
     r"\b\w{0,40}Trainer\(|"
+    # torch.nn.Module.to's convert() (torch 2.x splits the call over lines, so a traceback
+    # shows "return t.to(" alone): each parameter being moved to the device
+    r"^\W{0,4}\s{0,16}return t\.to\(\s{0,4}$|"
     # a sub-model attribute moved to the device: self.llama_model.to(...), self.text_model.cuda()
     r"\bself\.\w{1,30}_(?:model|net|encoder|decoder|unet|vae|transformer)\.(?:to|cuda)\(|"
     # a layer creating its weights (model construction): Parameter(torch.Tensor(out, in))

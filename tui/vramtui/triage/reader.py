@@ -22,75 +22,25 @@ of two (they divide by 2^30); for those two the figures are read as GiB/MiB. Eve
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from vramtui.triage.log_prefixes import CleanLog, clean_log, line_tag
 from vramtui.triage.not_oom import HOST_RAM_ALLOC, host_error_beside_retries, near_miss
+from vramtui.triage.oom_event import FAILURE_KINDS, FRAMEWORKS, KINDS, OomEvent, TriageReading
 from vramtui.triage.oom_forms import (
     ANCHORS,
     ANY_KEY,
     BLOCK_LIMIT,
     FIGURE_KEYS,
     FORMS,
-    FRAMEWORKS,
-    KINDS,
     LISTED_FIGURE_KEYS,
     Facts,
     Form,
     ascii_re,
     read_tgi_span,
 )
+from vramtui.triage.oom_prose import reported_oom
 from vramtui.triage.phase import PhaseVerdict, collect_frames, phase_of
-
-
-@dataclass(frozen=True)
-class OomEvent:
-    framework: str  # one of FRAMEWORKS
-    kind: str  # allocation | kv_cache | offload | startup
-    message: str  # the error text, de-wrapped to one line (ANSI codes removed)
-    line_no: int  # 1-based line where it starts in the original text
-    gpu_index: int | None
-    figures: dict[str, int] = field(default_factory=dict)  # bytes, keys from FIGURE_KEYS
-    as_written: dict[str, str] = field(default_factory=dict)  # same keys, as written
-    tokens: dict[str, int] = field(default_factory=dict)  # e.g. max_model_len, kv_cache_tokens
-    # Figures a message prints once per item (keys from LISTED_FIGURE_KEYS): each process's
-    # "Process N has X memory in use", in the order printed; their sum is in `figures`.
-    figure_lists: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    lists_as_written: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # The line (original numbering) of the earlier failure this event repeats: the same message
-    # re-raised by a wrapper or printed again by a server, or an out-of-memory error raised while
-    # handling it ("During handling of the above exception"). None: a failure of its own.
-    echo_of: int | None = None
-
-    def figure_list(self, key: str) -> tuple[int, ...]:
-        """Every figure under `key`: the listed ones, or the single figure, or none."""
-        if key in self.figure_lists:
-            return self.figure_lists[key]
-        return (self.figures[key],) if key in self.figures else ()
-
-    @property
-    def is_failure(self) -> bool:
-        """An out-of-memory error (not a start-up report, not an offloading warning)."""
-        return self.kind in FAILURE_KINDS
-
-
-# Kinds that are out-of-memory errors. "offload": accelerate says it put weights on the CPU or
-# the disk (the model did not fit, nothing failed yet); "startup": vLLM's / ollama's memory
-# report while starting (figures only).
-FAILURE_KINDS = ("allocation", "kv_cache")
-
-
-@dataclass(frozen=True)
-class TriageReading:
-    is_oom: bool
-    events: tuple[OomEvent, ...]  # every OOM-related event found, in order
-    # The FIRST out-of-memory error (the later ones are often its consequences); when nothing
-    # failed, the first offloading warning; else the last start-up report (is_oom False).
-    primary: OomEvent | None
-    phase: PhaseVerdict
-    framework: str | None
-    not_oom_reason: str  # when is_oom is False: one plain line; "" otherwise
-
 
 _A = re.ASCII
 MAX_CONTINUATION_LINES = 40
@@ -645,6 +595,25 @@ def _host_error_beside_retries(reader: _Reader, failures: list[str]) -> bool:
     return host_error_beside_retries(failures, reader.norm(last) if last is not None else None)
 
 
+def _reported_in_words(reader: _Reader) -> list[OomEvent]:
+    """An out-of-memory error the reporter names in words, when the text holds no error
+    message of any kind (no exception line, no near miss): one event with no figures."""
+    if _last_exception(reader) is not None or near_miss(reader.log) is not None:
+        return []
+    said = reported_oom(reader.log.lines)
+    if said is None:
+        return []
+    return [
+        OomEvent(
+            framework="unknown",
+            kind="reported",
+            message=said.sentence,
+            line_no=said.line_idx + 1,
+            gpu_index=None,
+        )
+    ]
+
+
 def _not_oom_reason(text: str, reader: _Reader, events: list[OomEvent]) -> str:
     if not text.strip():
         return (
@@ -735,6 +704,8 @@ def read_log(text: str) -> TriageReading:
     failures = [e.message for e in events if e.is_failure]
     if failures and _host_error_beside_retries(reader, failures):
         events = [e for e in events if not e.is_failure]
+    if not events:
+        events = _reported_in_words(reader)
     is_oom = any(e.kind != "startup" for e in events)
     primary_at = _primary_index(events)
     if is_oom and primary_at is not None:

@@ -14,7 +14,7 @@ from textual.widgets import Button, DataTable, Input, Label, Select, Static, Tex
 from vramtui.render import unit_label
 from vramtui.safe_text import safe_line
 from vramtui.triage.advice import fits_word
-from vramtui.triage.event_list import other_events, reported_event
+from vramtui.triage.event_list import headline, other_events, reported_event
 from vramtui.triage.phase import PHASES
 from vramtui.unit_text import in_unit
 from vramtui.units import format_bytes
@@ -163,7 +163,7 @@ class TriagePane(Vertical):
         else:
             ev = reading.primary
             text = Text()
-            text.append(safe_line(f"{ev.framework} out of memory"), style="bold red")
+            text.append(safe_line(headline(ev)), style="bold red")
             if ev.gpu_index is not None:
                 text.append(f" on GPU {ev.gpu_index}")
             if len(reading.events) > 1:
